@@ -1,0 +1,38 @@
+"""What a rule may know besides the request: settings for this model, the target, a file-system probe."""
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .settings import Settings
+
+
+@dataclass(frozen=True)
+class Target:
+    """The deployment a request goes to, as far as the hook can tell."""
+
+    model: str = ""
+    provider: str = ""
+    # Explicit capability from the deployment's model_info (None: not declared there).
+    model_info_mid_system: bool | None = None
+    # What LiteLLM's cost map says for this model (None: unknown).
+    cost_map_mid_system: bool | None = None
+    # LiteLLM's openai_system_messages_first switch, read at request time.
+    system_messages_first: bool = False
+
+
+@dataclass(frozen=True)
+class Context:
+    settings: Settings
+    target: Target = field(default_factory=Target)
+    # Used by pathCheck=exists; injected so rules stay pure and tests need no disk.
+    path_exists: Callable[[str], bool] = os.path.exists
+
+
+@dataclass(frozen=True)
+class Event:
+    """Something a rule did or saw: ``kind`` names it, ``data`` holds hashes, offsets, counts and names only."""
+
+    kind: str
+    data: dict = field(default_factory=dict)

@@ -1,0 +1,159 @@
+"""The LiteLLM callback: both request hooks run one transform; a response header reports drift.
+
+- ``async_pre_call_hook`` (proxy only) runs before routing, so LiteLLM's own
+  prompt-caching routing already sees the stable bytes. The proxy calls it only when
+  it is defined on the callback's own class; ``__init_subclass__`` re-attaches it to
+  subclasses so that customising the class cannot silently switch it off.
+- ``async_pre_call_deployment_hook`` (SDK ``acompletion``/``aresponses``/
+  ``anthropic.messages.acreate``, Router, proxy) sees the chosen deployment's
+  ``model_info``; it re-runs on retries and fallbacks, which the idempotent rules
+  make harmless.
+"""
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Mapping
+from functools import lru_cache
+from typing import Any
+
+from litellm.integrations.custom_logger import CustomLogger
+
+from .context import Target
+from .core import Stabilizer
+from .settings import Settings, load_settings
+
+logger = logging.getLogger("litellm_prefix")
+
+
+@lru_cache(maxsize=1024)
+def _provider_of(model: str) -> str:
+    try:
+        import litellm
+
+        return litellm.get_llm_provider(model=model)[1] or ""
+    except Exception:
+        return model.split("/", 1)[0] if "/" in model else ""
+
+
+@lru_cache(maxsize=1024)
+def _cost_map_mid_system(model: str, provider: str) -> bool | None:
+    try:
+        import litellm
+
+        info = litellm.get_model_info(model=model, custom_llm_provider=provider or None)
+    except Exception:
+        return None
+    value = info.get("supports_mid_conversation_system") if isinstance(info, Mapping) else None
+    return value if isinstance(value, bool) else None
+
+
+def _declared_mid_system(model_info: Mapping[str, Any] | None) -> bool | None:
+    if not isinstance(model_info, Mapping):
+        return None
+    value = model_info.get("supports_mid_conversation_system")
+    if isinstance(value, bool):
+        return value
+    ours = model_info.get("litellm_prefix")
+    if isinstance(ours, Mapping):
+        for key in ("supportsMidConversationSystem", "supports_mid_conversation_system"):
+            if isinstance(ours.get(key), bool):
+                return ours[key]
+    return None
+
+
+def target_for(model: str, provider: str | None, model_info: Mapping[str, Any] | None) -> Target:
+    import litellm
+
+    provider = provider or _provider_of(model)
+    return Target(
+        model=model,
+        provider=provider,
+        model_info_mid_system=_declared_mid_system(model_info),
+        cost_map_mid_system=_cost_map_mid_system(model, provider),
+        system_messages_first=bool(getattr(litellm, "openai_system_messages_first", False)),
+    )
+
+
+def _proxy_deployment(group: str) -> Mapping[str, Any] | None:
+    """The first deployment of a proxy model group, when the proxy's router is loaded."""
+    proxy_server = sys.modules.get("litellm.proxy.proxy_server")
+    router = getattr(proxy_server, "llm_router", None)
+    if router is None or not group:
+        return None
+    try:
+        deployments = router.get_model_list(model_name=group) or []
+    except Exception:
+        return None
+    return deployments[0] if deployments else None
+
+
+def _model_group(data: Mapping[str, Any]) -> str:
+    for key in ("metadata", "litellm_metadata"):
+        meta = data.get(key)
+        if isinstance(meta, Mapping) and isinstance(meta.get("model_group"), str):
+            return meta["model_group"]
+    return ""
+
+
+class PrefixStabilizer(CustomLogger):
+    """Keeps every session's request head byte-stable. Register an instance as a LiteLLM callback."""
+
+    def __init__(self, settings: Settings | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.settings = settings if settings is not None else load_settings()
+        self.core = Stabilizer(self.settings)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # LiteLLM's proxy looks the pre-call hook up in the class's own __dict__.
+        if "async_pre_call_hook" not in vars(cls):
+            cls.async_pre_call_hook = PrefixStabilizer.async_pre_call_hook
+
+    async def async_pre_call_hook(self, user_api_key_dict: Any, cache: Any, data: dict, call_type: Any) -> dict:
+        try:
+            group = data.get("model") if isinstance(data.get("model"), str) else ""
+            deployment = _proxy_deployment(group) or {}
+            params = deployment.get("litellm_params") or {}
+            model_info = deployment.get("model_info") or None
+            model = params.get("model") or group
+            target = target_for(model, params.get("custom_llm_provider"), model_info)
+            api_key_hash = getattr(user_api_key_dict, "api_key", None)
+            team_id = getattr(user_api_key_dict, "team_id", None)
+        except Exception as exc:
+            logger.warning("litellm-prefix: could not resolve the deployment (%s)", type(exc).__name__)
+            target, model_info, model, api_key_hash, team_id = Target(model=str(data.get("model", ""))), None, "", None, None
+        return self.core.stabilize(
+            data,
+            call_type,
+            target=target,
+            model_names=(group, model),
+            model_info=model_info,
+            api_key_hash=api_key_hash if isinstance(api_key_hash, str) else None,
+            team_id=team_id if isinstance(team_id, str) else None,
+        )
+
+    async def async_pre_call_deployment_hook(self, kwargs: dict[str, Any], call_type: Any) -> dict[str, Any]:
+        try:
+            model = kwargs.get("model") if isinstance(kwargs.get("model"), str) else ""
+            model_info = kwargs.get("model_info") if isinstance(kwargs.get("model_info"), Mapping) else None
+            target = target_for(model, kwargs.get("custom_llm_provider"), model_info)
+        except Exception as exc:
+            logger.warning("litellm-prefix: could not resolve the deployment (%s)", type(exc).__name__)
+            model, model_info, target = "", None, Target()
+        return self.core.stabilize(
+            kwargs, call_type, target=target, model_names=(_model_group(kwargs), model), model_info=model_info
+        )
+
+    async def async_post_call_response_headers_hook(
+        self,
+        data: dict,
+        user_api_key_dict: Any,
+        response: Any,
+        request_headers: dict[str, str] | None = None,
+        litellm_call_info: dict[str, Any] | None = None,
+    ) -> dict[str, str] | None:
+        try:
+            return self.core.response_headers(data.get("litellm_call_id")) or None
+        except Exception:
+            return None

@@ -1,0 +1,100 @@
+"""Tool order: tools sorted by name, in ``tools[]`` and in the head's ``<tools>`` section.
+
+Agents list tools in registration or discovery order, which changes with extension
+load order, MCP server start-up races and plugin updates. The model does not care;
+the prefix cache does. ``tools[]`` is sorted by name (OpenAI ``function.name``,
+Anthropic and Responses ``name``; unnamed built-ins by ``type``), ties broken by the
+tool's canonical JSON so the order is total and deterministic. A ``cache_control``
+mark on the last tool (Anthropic's breakpoint after the tool block) moves to the new
+last tool. Inside a ``<tools>`` section of the system text, each contiguous run of
+``- name: ...`` lines (with their indented continuation lines) is sorted by name;
+every other line stays where it is.
+"""
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from ..context import Context, Event
+from ..view import View, tool_name
+
+_TOOLS_SECTION = re.compile(r"(?ms)^<tools>\n(.*?)\n</tools>$")
+_ENTRY = re.compile(r"- (?P<name>[^:\n]*)")
+
+
+def _canonical(tool: Any) -> str:
+    return json.dumps(tool, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def _sort_key(tool: Any) -> tuple[str, str]:
+    return (tool_name(tool), _canonical(tool))
+
+
+def sort_tools(tools: tuple[Any, ...]) -> tuple[Any, ...]:
+    ordered = sorted(tools, key=_sort_key)
+    if all(a is b for a, b in zip(tools, ordered)):
+        return tools
+    last = tools[-1]
+    mark = last.get("cache_control") if isinstance(last, Mapping) else None
+    others_marked = any(isinstance(t, Mapping) and "cache_control" in t for t in tools[:-1])
+    if mark is not None and not others_marked and ordered[-1] is not last:
+        ordered = [({k: v for k, v in t.items() if k != "cache_control"} if t is last else t) for t in ordered]
+        ordered[-1] = {**ordered[-1], "cache_control": mark}
+    return tuple(ordered)
+
+
+def _sort_entry_runs(lines: list[str]) -> list[str]:
+    """Sort each contiguous run of ``- name`` entries (continuation lines move with their entry)."""
+    out: list[str] = []
+    run: list[list[str]] = []
+
+    def flush() -> None:
+        run.sort(key=lambda entry: (_ENTRY.match(entry[0]).group("name").strip(), entry))
+        for entry in run:
+            out.extend(entry)
+        run.clear()
+
+    for line in lines:
+        if line.startswith("- "):
+            run.append([line])
+        elif run and line[:1] in (" ", "\t") and line.strip():
+            run[-1].append(line)
+        else:
+            flush()
+            out.append(line)
+    flush()
+    return out
+
+
+def sort_tools_section(text: str) -> str:
+    if "<tools>" not in text:
+        return text
+
+    def replace(match: re.Match[str]) -> str:
+        body = match.group(1)
+        sorted_body = "\n".join(_sort_entry_runs(body.split("\n")))
+        return f"<tools>\n{sorted_body}\n</tools>"
+
+    return _TOOLS_SECTION.sub(replace, text)
+
+
+def normalize_tool_order(view: View, ctx: Context) -> tuple[View, list[Event]]:
+    if ctx.settings.tool_order != "sort":
+        return view, []
+    events: list[Event] = []
+    head = tuple(sort_tools_section(text) for text in view.head)
+    if head != view.head:
+        events.append(Event("tool_order", {"where": "tools section"}))
+    else:
+        head = view.head
+    tools = view.tools
+    if tools:
+        new_tools = sort_tools(tools)
+        if new_tools is not tools:
+            events.append(Event("tool_order", {"where": "tools[]", "count": len(tools)}))
+            tools = new_tools
+    if not events:
+        return view, []
+    return view.replace(head=head, tools=tools), events

@@ -1,0 +1,316 @@
+"""Settings: defaults, then the global file, then a trusted project file, then the environment.
+
+Precedence is the explicit tuple returned by ``Settings.settings_customise_sources``
+(pydantic-settings: the first source wins), not a chain of ``if``s. Every source
+validates its own keys before the merge, so a bad value fails at start-up with the
+file (or environment variable) and the key named.
+
+Files are JSON with camelCase keys. The global file is ``$LITELLM_PREFIX_CONFIG`` or
+``~/.config/litellm-prefix/litellm-prefix.json``. The project file is
+``<project>/.litellm-prefix/litellm-prefix.json`` where the project is the LiteLLM
+proxy config's directory (or ``LITELLM_PREFIX_PROJECT_DIR``); it is read only when
+the project is listed in the global file's ``trustedProjects`` or in
+``LITELLM_PREFIX_TRUSTED_PROJECTS`` (``os.pathsep``-separated).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from collections.abc import Mapping
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic.alias_generators import to_camel
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+logger = logging.getLogger("litellm_prefix")
+
+DEFAULT_PACKAGE_PATH_SUFFIX = "node_modules/@earendil-works/pi-coding-agent"
+DEFAULT_STABLE_PATH = "$HOME/.pi/pi-home"
+PROJECT_FILE = Path(".litellm-prefix") / "litellm-prefix.json"
+
+
+class SettingsError(ValueError):
+    """A settings file or variable holds a key or value that cannot be used."""
+
+
+class ModelOverrides(BaseModel):
+    """Keys that may differ per model (``models`` glob map, or ``model_info.litellm_prefix``)."""
+
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True)
+
+    tool_order: Literal["sort", "keep"] | None = None
+    path_check: Literal["exists", "absolute"] | None = None
+    supports_mid_conversation_system: bool | None = None
+
+
+class _Keys(BaseModel):
+    """The keys one source may set, validated on their own (all optional)."""
+
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True)
+
+    enabled: bool = True
+    log: str | None = None
+    stable_path: str = DEFAULT_STABLE_PATH
+    package_path_suffix: str = DEFAULT_PACKAGE_PATH_SUFFIX
+    create_symlink: bool = False
+    path_check: Literal["exists", "absolute"] = "exists"
+    memory_snapshot: Literal["stable", "refresh"] = "stable"
+    store: str = "memory"
+    tool_order: Literal["sort", "keep"] = "sort"
+    supports_mid_conversation_system: bool | None = None
+    session_ttl_seconds: int = Field(default=6 * 3600, gt=0)
+    max_sessions: int = Field(default=10_000, gt=0)
+    drift_header: bool = True
+    models: dict[str, ModelOverrides] = Field(default_factory=dict)
+    trusted_projects: list[str] = Field(default_factory=list)
+
+    @field_validator("store")
+    @classmethod
+    def _store_is_memory_or_redis(cls, value: str) -> str:
+        if value == "memory" or value.startswith(("redis://", "rediss://", "unix://")):
+            return value
+        raise ValueError("must be 'memory' or a redis:// URL")
+
+    @field_validator("package_path_suffix")
+    @classmethod
+    def _suffix_is_relative(cls, value: str) -> str:
+        value = value.strip().strip("/")
+        if not value:
+            raise ValueError("must not be empty")
+        return value
+
+    @field_validator("stable_path")
+    @classmethod
+    def _stable_path_is_absolute(cls, value: str) -> str:
+        expanded = os.path.expanduser(os.path.expandvars(value))
+        if not os.path.isabs(expanded):
+            raise ValueError(f"must be an absolute path after expanding ~ and $VARS (got {expanded!r})")
+        return value
+
+
+# Environment variables, one per key; keys without one are file-only.
+ENV_VARS: dict[str, str] = {
+    "enabled": "LITELLM_PREFIX",
+    "log": "LITELLM_PREFIX_LOG",
+    "stable_path": "LITELLM_PREFIX_STABLE_PATH",
+    "package_path_suffix": "LITELLM_PREFIX_PACKAGE_PATH_SUFFIX",
+    "create_symlink": "LITELLM_PREFIX_CREATE_SYMLINK",
+    "path_check": "LITELLM_PREFIX_PATH_CHECK",
+    "memory_snapshot": "LITELLM_PREFIX_MEMORY_SNAPSHOT",
+    "store": "LITELLM_PREFIX_STORE",
+    "tool_order": "LITELLM_PREFIX_TOOL_ORDER",
+    "supports_mid_conversation_system": "LITELLM_PREFIX_SUPPORTS_MID_CONVERSATION_SYSTEM",
+    "session_ttl_seconds": "LITELLM_PREFIX_SESSION_TTL_SECONDS",
+    "max_sessions": "LITELLM_PREFIX_MAX_SESSIONS",
+    "drift_header": "LITELLM_PREFIX_DRIFT_HEADER",
+}
+CONFIG_ENV = "LITELLM_PREFIX_CONFIG"
+PROJECT_DIR_ENV = "LITELLM_PREFIX_PROJECT_DIR"
+TRUSTED_ENV = "LITELLM_PREFIX_TRUSTED_PROJECTS"
+
+
+def _validate(raw: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """Validate one source's keys; return {field_name: value} for the keys it set."""
+    try:
+        parsed = _Keys.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        key = ".".join(str(p) for p in first["loc"]) or "(file)"
+        if first["type"] == "extra_forbidden":
+            known = ", ".join(sorted(to_camel(f) for f in _Keys.model_fields))
+            raise SettingsError(f"{where}: unknown key {key!r} (known keys: {known})") from None
+        raise SettingsError(f"{where}: key {key!r}: {first['msg']} (got {first.get('input')!r})") from None
+    return {name: getattr(parsed, name) for name in parsed.model_fields_set}
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SettingsError(f"{path}: cannot read: {exc.strerror}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SettingsError(f"{path}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    if not isinstance(data, dict):
+        raise SettingsError(f"{path}: must hold a JSON object of settings")
+    return data
+
+
+def global_file() -> Path:
+    configured = os.environ.get(CONFIG_ENV)
+    if configured:
+        return Path(os.path.expanduser(configured))
+    return Path.home() / ".config" / "litellm-prefix" / "litellm-prefix.json"
+
+
+def project_dir() -> Path | None:
+    """The project directory: ``LITELLM_PREFIX_PROJECT_DIR`` or the running proxy's config directory."""
+    configured = os.environ.get(PROJECT_DIR_ENV)
+    if configured:
+        return Path(os.path.expanduser(configured)).resolve()
+    proxy_server = sys.modules.get("litellm.proxy.proxy_server")
+    config_path = getattr(proxy_server, "user_config_file_path", None) or os.environ.get("CONFIG_FILE_PATH")
+    if config_path:
+        return Path(config_path).resolve().parent
+    return None
+
+
+class _Source(PydanticBaseSettingsSource):
+    """A settings source that validates its own keys and remembers what it set."""
+
+    label = "source"
+
+    def __init__(self, settings_cls: type[BaseSettings]) -> None:
+        super().__init__(settings_cls)
+        self.values: dict[str, Any] = {}
+        self.where = self.label
+
+    def get_field_value(self, field, field_name):  # pragma: no cover - unused, __call__ does the work
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(self.values)
+
+
+class GlobalFileSource(_Source):
+    label = "global file"
+
+    def __init__(self, settings_cls: type[BaseSettings]) -> None:
+        super().__init__(settings_cls)
+        path = global_file()
+        self.where = str(path)
+        self.present = path.is_file()
+        if self.present:
+            self.values = _validate(_read_json(path), str(path))
+
+
+class ProjectFileSource(_Source):
+    label = "project file"
+
+    def __init__(self, settings_cls: type[BaseSettings], trusted: list[str]) -> None:
+        super().__init__(settings_cls)
+        self.note = ""
+        directory = project_dir()
+        if directory is None:
+            return
+        path = directory / PROJECT_FILE
+        self.where = str(path)
+        if not path.is_file():
+            return
+        trusted_dirs = {Path(os.path.expanduser(t)).resolve() for t in trusted if t}
+        if directory not in trusted_dirs:
+            self.note = (
+                f"litellm-prefix: ignoring untrusted project settings {path}; add {directory} to "
+                f"trustedProjects in {global_file()} or to {TRUSTED_ENV} to use it"
+            )
+            logger.warning(self.note)
+            return
+        values = _validate(_read_json(path), str(path))
+        if "trusted_projects" in values:
+            raise SettingsError(f"{path}: key 'trustedProjects' may only be set in the global file or {TRUSTED_ENV}")
+        self.values = values
+
+
+class EnvironmentSource(_Source):
+    label = "environment"
+
+    def __init__(self, settings_cls: type[BaseSettings]) -> None:
+        super().__init__(settings_cls)
+        self.where = "environment"
+        self.variables: dict[str, str] = {}
+        for name, var in ENV_VARS.items():
+            raw = os.environ.get(var)
+            if raw is None or raw == "":
+                continue
+            self.values.update(_validate({name: raw}, f"environment variable {var}"))
+            self.variables[name] = var
+
+
+def _trusted_projects(global_values: Mapping[str, Any]) -> list[str]:
+    from_env = [p for p in os.environ.get(TRUSTED_ENV, "").split(os.pathsep) if p]
+    return list(global_values.get("trusted_projects", [])) + from_env
+
+
+class Settings(BaseSettings, _Keys):
+    """The resolved settings (fields and validators from ``_Keys``). ``load_settings()`` builds it."""
+
+    model_config = SettingsConfigDict(extra="forbid", frozen=True, alias_generator=None, populate_by_name=True)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        global_source = GlobalFileSource(settings_cls)
+        project_source = ProjectFileSource(settings_cls, _trusted_projects(global_source.values))
+        environment = EnvironmentSource(settings_cls)
+        cls._last_sources = (environment, project_source, global_source)
+        # First wins: explicit arguments, then the environment, then the trusted project, then the global file.
+        return (init_settings, environment, project_source, global_source)
+
+    @property
+    def resolved_stable_path(self) -> str:
+        return os.path.normpath(os.path.expanduser(os.path.expandvars(self.stable_path)))
+
+    def for_model(self, names: tuple[str, ...] = (), model_info: Mapping[str, Any] | None = None) -> "Settings":
+        """Settings for one model: ``models`` globs matching any of its names (group, deployment
+        model), in file order, then the deployment's ``model_info.litellm_prefix``."""
+        updates: dict[str, Any] = {}
+        for pattern, override in self.models.items():
+            if any(fnmatchcase(name, pattern) for name in names if name):
+                updates.update(override.model_dump(exclude_none=True))
+        deployment = (model_info or {}).get("litellm_prefix")
+        if isinstance(deployment, Mapping):
+            updates.update(ModelOverrides.model_validate(deployment).model_dump(exclude_none=True))
+        return self.model_copy(update=updates) if updates else self
+
+
+class Provenance(BaseModel):
+    settings: Settings
+    origin: dict[str, str]
+    notes: list[str]
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Resolve settings from every source; raises ``SettingsError`` naming the file and key."""
+    return load_with_provenance(**overrides).settings
+
+
+def load_with_provenance(**overrides: Any) -> Provenance:
+    if overrides:
+        _validate(overrides, "arguments")
+    settings = Settings(**overrides)
+    environment, project_source, global_source = Settings._last_sources
+    origin: dict[str, str] = {}
+    for name in Settings.model_fields:
+        if name in overrides:
+            origin[name] = "argument"
+        elif name in environment.values:
+            origin[name] = f"environment {environment.variables[name]}"
+        elif name in project_source.values:
+            origin[name] = f"project file {project_source.where}"
+        elif name in global_source.values:
+            origin[name] = f"global file {global_source.where}"
+        else:
+            origin[name] = "default"
+    notes = [project_source.note] if project_source.note else []
+    return Provenance(settings=settings, origin=origin, notes=notes)
+
+
+def display_value(settings: Settings, name: str) -> Any:
+    value = getattr(settings, name)
+    if isinstance(value, dict):
+        return {k: v.model_dump(exclude_none=True, by_alias=True) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return list(value)
+    return value

@@ -1,0 +1,141 @@
+"""Install-path rule on realistic pi prompts, and the acceptance cases of the original pi extension."""
+from __future__ import annotations
+
+import os
+
+import pytest
+from realistic import PI_SUFFIX, install_root, pi_system_prompt
+
+from litellm_prefix.context import Context
+from litellm_prefix.core import Stabilizer
+from litellm_prefix.rules.paths import rewrite_text, stabilize_install_paths
+from litellm_prefix.settings import Settings
+from litellm_prefix.view import View
+
+
+def _rewrite(text: str, ctx: Context) -> str:
+    return rewrite_text(text, ctx, {})
+
+
+def test_moved_install_root_gives_identical_heads(ctx):
+    c = ctx(stable_path="/srv/pi-home")
+    a = _rewrite(pi_system_prompt(root=install_root("a")), c)
+    b = _rewrite(pi_system_prompt(root=install_root("b")), c)
+    assert a == b
+    assert install_root("a") not in a
+    assert "/srv/pi-home/docs/extensions.md" in a
+    assert "(/srv/pi-home/docs/extensions.md)" in a  # after "(" boundary
+    assert "Examples: /srv/pi-home/examples (extensions" in a
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"see {PI_SUFFIX}/docs for details",  # relative
+        f"see ./{PI_SUFFIX}/docs",  # relative with ./
+        f"see /{PI_SUFFIX}/docs",  # bare slash: nothing before the suffix
+        f"see https://registry.example/{PI_SUFFIX}",  # URL
+        f"see /home/u/lib/{PI_SUFFIX}-fork/docs",  # another package
+        f"see x/home/u/lib/{PI_SUFFIX}/docs",  # not at a boundary
+        "cd / && ls",
+    ],
+)
+def test_relative_bare_and_foreign_mentions_are_left_alone(ctx, text):
+    assert _rewrite(text, ctx(stable_path="/srv/pi-home")) == text
+
+
+def test_absolute_nonexistent_root_left_alone_with_exists_check(tmp_path, ctx):
+    real = tmp_path / "lib" / PI_SUFFIX
+    real.mkdir(parents=True)
+    text = f"Docs: {real}/docs\nOld: /nonexistent/lib/{PI_SUFFIX}/docs"
+    out = _rewrite(text, ctx(stable_path="/srv/pi-home", path_check="exists", path_exists=os.path.exists))
+    assert out == f"Docs: /srv/pi-home/docs\nOld: /nonexistent/lib/{PI_SUFFIX}/docs"
+
+
+def test_absolute_mode_rewrites_without_disk(ctx):
+    out = _rewrite(f'"/nonexistent/lib/{PI_SUFFIX}"', ctx(stable_path="/srv/pi-home", path_check="absolute"))
+    assert out == '"/srv/pi-home"'
+
+
+def test_configured_stable_path_and_suffix_normalise_a_docs_path(ctx):
+    c = ctx(stable_path="/opt/stable/agent", package_path_suffix="node_modules/@acme/agent-cli")
+    text = "Read /Users/bob/.volta/tools/image/node_modules/@acme/agent-cli/docs/usage.md first."
+    assert _rewrite(text, c) == "Read /opt/stable/agent/docs/usage.md first."
+    # the default suffix is no longer a candidate
+    assert _rewrite(f"/home/u/lib/{PI_SUFFIX}/docs", c) == f"/home/u/lib/{PI_SUFFIX}/docs"
+
+
+@pytest.mark.parametrize("tail", [".", ",", ";", ")", "]", "'", '"', "`", "\n", ""])
+def test_trailing_punctuation_ends_the_root(ctx, tail):
+    out = _rewrite(f"at /a/b/{PI_SUFFIX}{tail}", ctx(stable_path="/s"))
+    assert out == f"at /s{tail}"
+
+
+def test_paths_inside_tool_definitions_are_rewritten(ctx):
+    tool = {"type": "function", "function": {"name": "pi_docs", "description": f"Reads {install_root('a')}/docs",
+                                             "parameters": {"type": "object", "properties": {}}}}
+    untouched = {"type": "function", "function": {"name": "read", "parameters": {}}}
+    view = View(shape="chat", head=("system",), tools=(tool, untouched), body=())
+    out, events = stabilize_install_paths(view, ctx(stable_path="/s"))
+    assert out.tools[0]["function"]["description"] == "Reads /s/docs"
+    assert out.tools[1] is untouched  # copy on write
+    assert tool["function"]["description"].startswith("Reads /home")  # the client's object is not mutated
+    assert events[0].kind == "install_path" and events[0].data["count"] == 1
+
+
+def test_rewrite_is_idempotent_even_when_stable_path_ends_in_suffix(ctx):
+    c = ctx(stable_path=f"/opt/{PI_SUFFIX}")
+    once = _rewrite(pi_system_prompt(), c)
+    assert _rewrite(once, c) == once
+
+
+def _pi_request(root: str) -> dict:
+    return {"model": "m", "messages": [{"role": "system", "content": pi_system_prompt(root=root)},
+                                       {"role": "user", "content": "hi"}]}
+
+
+def test_default_settings_write_nothing(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    root = tmp_path / "lib" / PI_SUFFIX
+    root.mkdir(parents=True)
+    before = sorted(p for p in tmp_path.rglob("*"))
+    stabilizer = Stabilizer(Settings())  # defaults: pathCheck exists, no symlink, no log
+    out = stabilizer.stabilize(_pi_request(str(root)))
+    assert f"{home}/.pi/pi-home/docs" in out["messages"][0]["content"]
+    assert sorted(p for p in tmp_path.rglob("*")) == before
+
+
+def test_symlink_opt_in_creates_the_link(tmp_path):
+    root = tmp_path / "lib" / PI_SUFFIX
+    root.mkdir(parents=True)
+    stable = tmp_path / "home" / ".pi" / "pi-home"
+    stabilizer = Stabilizer(Settings(stable_path=str(stable), create_symlink=True))
+    stabilizer.stabilize(_pi_request(str(root)))
+    assert stable.is_symlink() and os.readlink(stable) == str(root)
+
+
+def test_symlink_never_replaces_a_good_link_with_a_bad_one(tmp_path):
+    good = tmp_path / "good" / PI_SUFFIX
+    good.mkdir(parents=True)
+    stable = tmp_path / "pi-home"
+    os.symlink(good, stable)
+    stabilizer = Stabilizer(Settings(stable_path=str(stable), create_symlink=True, path_check="absolute"))
+    stabilizer.stabilize(_pi_request(f"/nonexistent/lib/{PI_SUFFIX}"))
+    assert os.readlink(stable) == str(good)
+
+
+def test_symlink_follows_a_moved_install_and_never_touches_a_real_directory(tmp_path):
+    old, new = tmp_path / "v1" / PI_SUFFIX, tmp_path / "v2" / PI_SUFFIX
+    old.mkdir(parents=True)
+    new.mkdir(parents=True)
+    stable = tmp_path / "pi-home"
+    os.symlink(old, stable)
+    Stabilizer(Settings(stable_path=str(stable), create_symlink=True)).stabilize(_pi_request(str(new)))
+    assert os.readlink(stable) == str(new)
+
+    real_dir = tmp_path / "real-home"
+    real_dir.mkdir()
+    Stabilizer(Settings(stable_path=str(real_dir), create_symlink=True)).stabilize(_pi_request(str(new)))
+    assert real_dir.is_dir() and not real_dir.is_symlink()
