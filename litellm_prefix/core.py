@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import traceback
 from collections import Counter
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field
@@ -91,7 +92,12 @@ class Stabilizer:
             )
         except Exception as exc:  # fail open: the gateway never breaks a call
             self.stats["errors"] += 1
-            logger.exception("litellm-prefix: internal error, request passed through unchanged (%s)", type(exc).__name__)
+            # Frames only: an exception's message may quote prompt text, which is never logged.
+            logger.error(
+                "litellm-prefix: internal error, request passed through unchanged (%s)\n%s",
+                type(exc).__name__,
+                "".join(traceback.format_tb(exc.__traceback__)),
+            )
             return data
         data.update(updates)
         self.stats["requests"] += 1

@@ -40,3 +40,45 @@ def ctx(settings_factory):
 @pytest.fixture
 def anyio_backend():
     return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def e2e_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("e2e")
+
+
+@pytest.fixture(scope="session")
+def upstream(e2e_dir):
+    from procs import Upstream
+
+    up = Upstream(e2e_dir)
+    yield up
+    up.stop()
+
+
+@pytest.fixture(scope="session")
+def install_roots(e2e_dir):
+    """Two real install roots on disk, so the default pathCheck (exists) applies end to end."""
+    from realistic import PI_SUFFIX
+
+    roots = []
+    for version in ("v22.11.0", "v23.3.0"):
+        root = e2e_dir / "nvm" / version / "lib" / PI_SUFFIX
+        (root / "docs").mkdir(parents=True)
+        roots.append(str(root))
+    return roots
+
+
+@pytest.fixture(scope="session")
+def proxy(e2e_dir, upstream):
+    """One real LiteLLM proxy process with the plugin, for the whole test session."""
+    from procs import Proxy, proxy_config
+
+    log = e2e_dir / "prefix.jsonl"
+    px = Proxy(e2e_dir, proxy_config(upstream), {
+        "LITELLM_PREFIX_LOG": str(log),
+        "LITELLM_PREFIX_STABLE_PATH": "/srv/pi-home",
+    })
+    px.prefix_log = log
+    yield px
+    px.stop()

@@ -1,0 +1,127 @@
+"""Start and stop the processes end-to-end tests need: a recording upstream and a LiteLLM proxy.
+
+Everything listens on 127.0.0.1 and is stopped by process id (the whole process group).
+"""
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_http(url: str, proc: subprocess.Popen, timeout: float, log: Path | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            tail = log.read_text()[-4000:] if log and log.exists() else ""
+            raise RuntimeError(f"process exited with {proc.returncode} before {url} answered\n{tail}")
+        try:
+            if httpx.get(url, timeout=2).status_code < 500:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    stop(proc)
+    tail = log.read_text()[-4000:] if log and log.exists() else ""
+    raise RuntimeError(f"{url} did not answer within {timeout} s\n{tail}")
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
+class Upstream:
+    def __init__(self, workdir: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = workdir / "upstream.log"
+        self.proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "tools" / "recording_upstream.py"), "--port", str(self.port)],
+            stdout=self.log.open("w"), stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        wait_http(f"{self.url}/health", self.proc, 30, self.log)
+
+    def take(self) -> list[dict]:
+        """The requests recorded since the last take, oldest first."""
+        records = httpx.get(f"{self.url}/_recorded", timeout=10).json()
+        httpx.post(f"{self.url}/_reset", timeout=10)
+        return records
+
+    def stop(self) -> None:
+        stop(self.proc)
+
+
+def proxy_config(upstream: Upstream) -> dict:
+    base = f"{upstream.url}/v1"
+    return {
+        "model_list": [
+            {"model_name": "chat-model",
+             "litellm_params": {"model": "openai/upstream-chat", "api_base": base, "api_key": "dummy"}},
+            {"model_name": "vllm-model",
+             "litellm_params": {"model": "hosted_vllm/qwen3", "api_base": base, "api_key": "dummy"},
+             "model_info": {"supports_mid_conversation_system": False}},
+            {"model_name": "keep-order-model",
+             "litellm_params": {"model": "openai/upstream-keep", "api_base": base, "api_key": "dummy"},
+             "model_info": {"litellm_prefix": {"toolOrder": "keep"}}},
+            {"model_name": "claude-model",
+             "litellm_params": {"model": "anthropic/claude-sonnet-4-5", "api_base": upstream.url, "api_key": "dummy"}},
+            {"model_name": "resp-model",
+             "litellm_params": {"model": "openai/upstream-resp", "api_base": base, "api_key": "dummy"}},
+        ],
+        "litellm_settings": {"callbacks": ["litellm_prefix.proxy_handler"]},
+        "general_settings": {"master_key": "os.environ/LITELLM_MASTER_KEY"},
+    }
+
+
+class Proxy:
+    def __init__(self, workdir: Path, config: dict, env: dict[str, str]) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.key = "sk-test-" + secrets.token_hex(16)
+        self.config_path = workdir / "proxy.yaml"
+        self.config_path.write_text(json.dumps(config, indent=2))  # JSON is valid YAML
+        self.log = workdir / "proxy.log"
+        full_env = {**os.environ, **env, "LITELLM_MASTER_KEY": self.key, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+        litellm_bin = Path(sys.executable).parent / "litellm"
+        self.proc = subprocess.Popen(
+            [str(litellm_bin), "--config", str(self.config_path), "--host", "127.0.0.1", "--port", str(self.port)],
+            cwd=workdir, env=full_env, stdout=self.log.open("w"), stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        wait_http(f"{self.url}/health/liveliness", self.proc, 120, self.log)
+        self.client = httpx.Client(base_url=self.url, timeout=60,
+                                   headers={"authorization": f"Bearer {self.key}"})
+
+    def post(self, path: str, body: dict, **headers: str) -> httpx.Response:
+        response = self.client.post(path, json=body, headers=headers)
+        assert response.status_code == 200, response.text[:2000]
+        return response
+
+    def stop(self) -> None:
+        self.client.close()
+        stop(self.proc)

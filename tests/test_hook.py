@@ -1,0 +1,126 @@
+"""The LiteLLM callback: hook discovery, fail open, off means off, idempotent re-runs."""
+from __future__ import annotations
+
+import copy
+import logging
+
+import pytest
+from litellm.integrations.custom_logger import CustomLogger
+from realistic import TOOL_NAMES, chat_request, conversation, install_root, openai_tools, pi_system_prompt, shuffled
+
+import litellm_prefix
+from litellm_prefix.hook import PrefixStabilizer
+from litellm_prefix.settings import Settings
+
+pytestmark = pytest.mark.anyio
+
+
+def _noisy_request() -> dict:
+    order = shuffled(TOOL_NAMES, 9)
+    return chat_request(pi_system_prompt(root=install_root("b"), tool_order=order), conversation(4),
+                        openai_tools(order), stream=True)
+
+
+def test_pre_call_hook_is_defined_on_the_class_itself():
+    # LiteLLM's proxy only calls async_pre_call_hook when it is in the class's own __dict__.
+    assert "async_pre_call_hook" in vars(PrefixStabilizer)
+    assert PrefixStabilizer.async_pre_call_hook is not CustomLogger.async_pre_call_hook
+    assert "async_pre_call_deployment_hook" in vars(PrefixStabilizer)
+
+
+def test_subclasses_keep_the_pre_call_hook_visible_to_the_proxy():
+    class Custom(PrefixStabilizer):
+        async def async_log_success_event(self, kwargs, response_obj, start_time, end_time):
+            pass
+
+    assert "async_pre_call_hook" in vars(Custom)
+
+
+def test_proxy_handler_is_an_instance_built_from_settings(monkeypatch):
+    monkeypatch.setenv("LITELLM_PREFIX_PATH_CHECK", "absolute")
+    monkeypatch.delitem(vars(litellm_prefix), "proxy_handler", raising=False)
+    handler = litellm_prefix.proxy_handler
+    assert isinstance(handler, PrefixStabilizer) and handler.settings.path_check == "absolute"
+
+
+async def test_disabled_is_byte_identical_pass_through():
+    data = _noisy_request()
+    snapshot = copy.deepcopy(data)
+    handler = PrefixStabilizer(Settings(enabled=False, path_check="absolute"))
+    out = await handler.async_pre_call_hook(None, None, data, "acompletion")
+    out = await handler.async_pre_call_deployment_hook(out, "acompletion")
+    assert out == snapshot and out["messages"] is data["messages"] and out["tools"] is data["tools"]
+
+
+async def test_internal_error_passes_the_request_through_and_is_counted(monkeypatch, caplog):
+    handler = PrefixStabilizer(Settings(path_check="absolute"))
+    data = _noisy_request()
+    snapshot = copy.deepcopy(data)
+
+    def boom(view, ctx):
+        raise RuntimeError(f"rule bug near {view.head[0][:40]}")
+
+    monkeypatch.setattr("litellm_prefix.pipeline.RULES", [boom])
+    with caplog.at_level(logging.ERROR, logger="litellm_prefix"):
+        out = await handler.async_pre_call_deployment_hook(data, "acompletion")
+    assert out == snapshot
+    assert handler.core.stats["errors"] == 1
+    assert "passed through unchanged" in caplog.text and "RuntimeError" in caplog.text and "boom" in caplog.text
+    assert "You are pi" not in caplog.text  # no prompt text, even in the traceback record
+
+
+async def test_pre_hook_then_deployment_hook_then_retry_is_idempotent():
+    handler = PrefixStabilizer(Settings(path_check="absolute", stable_path="/srv/pi-home"))
+    data = _noisy_request()
+    first = await handler.async_pre_call_hook(None, None, data, "acompletion")
+    frozen = copy.deepcopy({k: first[k] for k in ("messages", "tools")})
+    again = await handler.async_pre_call_deployment_hook(dict(first), "acompletion")
+    retry = await handler.async_pre_call_deployment_hook(dict(again), "acompletion")
+    assert {k: retry[k] for k in ("messages", "tools")} == frozen
+    assert handler.core.stats["drift"] == 0
+    assert [t["function"]["name"] for t in first["tools"]] == sorted(TOOL_NAMES)
+    assert "/srv/pi-home/docs" in first["messages"][0]["content"]
+
+
+async def test_deployment_model_info_overrides_apply():
+    handler = PrefixStabilizer(Settings(path_check="absolute"))
+    data = _noisy_request()
+    data["model"] = "hosted_vllm/qwen"
+    data["messages"].append({"role": "system", "content": "late"})
+    data["model_info"] = {"litellm_prefix": {"toolOrder": "keep"}, "supports_mid_conversation_system": False}
+    out = await handler.async_pre_call_deployment_hook(data, "acompletion")
+    assert [t["function"]["name"] for t in out["tools"]] == shuffled(TOOL_NAMES, 9)  # keep
+    assert out["messages"][-1]["role"] == "user"  # converted: model_info says no support
+
+
+async def test_gemini_target_converts_late_system_messages_via_provider():
+    handler = PrefixStabilizer(Settings(path_check="absolute"))
+    data = chat_request("sys", conversation(2))
+    data["model"] = "gemini/gemini-2.5-pro"
+    data["messages"].append({"role": "system", "content": "late"})
+    out = await handler.async_pre_call_deployment_hook(data, "acompletion")
+    assert out["messages"][-1]["role"] == "user"
+    data2 = chat_request("sys", conversation(2))
+    data2["model"] = "anthropic/claude-sonnet-4-5"
+    data2["messages"].append({"role": "system", "content": "late"})
+    out2 = await handler.async_pre_call_deployment_hook(data2, "acompletion")
+    assert out2["messages"][-1]["role"] == "system"
+
+
+async def test_system_messages_first_switch_is_read_at_request_time(monkeypatch):
+    import litellm
+
+    handler = PrefixStabilizer(Settings(path_check="absolute"))
+    data = chat_request("sys", conversation(1))
+    data["model"] = "openai/gpt-4o"
+    data["messages"].append({"role": "system", "content": "late"})
+    monkeypatch.setattr(litellm, "openai_system_messages_first", True, raising=False)
+    out = await handler.async_pre_call_deployment_hook(data, "acompletion")
+    assert out["messages"][-1]["role"] == "user"
+
+
+async def test_non_chat_call_types_are_untouched():
+    handler = PrefixStabilizer(Settings(path_check="absolute"))
+    data = {"model": "text-embedding-3-small", "input": ["/a/b/node_modules/@earendil-works/pi-coding-agent"]}
+    snapshot = copy.deepcopy(data)
+    assert await handler.async_pre_call_deployment_hook(data, "aembedding") == snapshot

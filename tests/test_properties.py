@@ -1,0 +1,205 @@
+"""The behaviour contract (DESIGN.md section 2) as properties over generated conversations."""
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from realistic import PI_SUFFIX, TINY_PNG, TOOL_NAMES, openai_tools
+
+from litellm_prefix.context import Target
+from litellm_prefix.core import Stabilizer
+from litellm_prefix.settings import Settings
+
+SETTINGS = Settings(path_check="absolute", stable_path="/srv/pi-home")
+PROVIDERS = ["openai", "gemini", "anthropic", "hosted_vllm", "vertex_ai"]
+
+roots = st.sampled_from([f"/home/a/lib/{PI_SUFFIX}", f"/opt/x/{PI_SUFFIX}", f"/Users/b/.volta/{PI_SUFFIX}"])
+words = st.text(alphabet="abcdefghij klmnop/.:-_\n", min_size=0, max_size=40)
+
+
+@st.composite
+def system_prompts(draw):
+    tool_names = draw(st.permutations(TOOL_NAMES[:8]))
+    pieces = [
+        draw(words),
+        f"Docs: {draw(roots)}/docs/{draw(st.sampled_from(['a.md', 'b.md']))}",
+        "<tools>\n" + "\n".join(f"- {n}: does {n}" for n in tool_names) + "\n</tools>",
+        f"<rules>\n{draw(words)}\n</rules>",
+        f"relative {PI_SUFFIX}/docs and ({draw(roots)})",
+    ]
+    return "\n\n".join(draw(st.permutations(pieces))[: draw(st.integers(1, len(pieces)))])
+
+
+@st.composite
+def messages(draw, n_turns):
+    out = []
+    for i in range(n_turns):
+        kind = draw(st.sampled_from(["user", "user_image", "tool_round", "system", "developer", "assistant"]))
+        if kind == "user":
+            out.append({"role": "user", "content": draw(words)})
+        elif kind == "user_image":
+            out.append({"role": "user", "content": [{"type": "text", "text": draw(words)},
+                                                    {"type": "image_url", "image_url": {"url": TINY_PNG}}]})
+        elif kind == "tool_round":
+            cid = f"call_{i}"
+            out.append({"role": "assistant", "content": None, "tool_calls": [
+                {"id": cid, "type": "function", "function": {"name": "read", "arguments": "{}"}}]})
+            out.append({"role": "tool", "tool_call_id": cid, "content": draw(words)})
+        elif kind == "assistant":
+            out.append({"role": "assistant", "content": draw(words)})
+        else:
+            content = draw(st.one_of(words, st.builds(lambda t: [{"type": "text", "text": t}], words)))
+            out.append({"role": kind, "content": content})
+    return out
+
+
+@st.composite
+def requests(draw, max_turns=8):
+    names = draw(st.lists(st.sampled_from(TOOL_NAMES), unique=True, max_size=10))
+    tools = openai_tools(names) if names else None
+    if tools and draw(st.booleans()):
+        tools[-1]["cache_control"] = {"type": "ephemeral"}
+    data = {
+        "model": "m",
+        "messages": [{"role": "system", "content": draw(system_prompts())}, *draw(messages(draw(st.integers(1, max_turns))))],
+        "metadata": {"session_id": "prop-session"},
+    }
+    if tools is not None:
+        data["tools"] = tools
+    return data, Target(provider=draw(st.sampled_from(PROVIDERS)))
+
+
+def _fresh() -> Stabilizer:
+    return Stabilizer(SETTINGS)
+
+
+def _stabilize(data, target, stabilizer=None):
+    return (stabilizer or _fresh()).stabilize(copy.deepcopy(data), target=target)
+
+
+def _payload(data) -> str:
+    return json.dumps({k: data.get(k) for k in ("messages", "tools")}, sort_keys=True)
+
+
+fast = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@fast
+@given(requests())
+def test_deterministic(case):
+    data, target = case
+    assert _payload(_stabilize(data, target)) == _payload(_stabilize(data, target))
+
+
+@fast
+@given(requests())
+def test_idempotent(case):
+    data, target = case
+    once = _stabilize(data, target)
+    twice = _stabilize(once, target)
+    assert _payload(once) == _payload(twice)
+
+
+@fast
+@given(requests(), st.data())
+def test_prefix_monotone(case, more):
+    data, target = case
+    extended = copy.deepcopy(data)
+    extended["messages"] += more.draw(messages(more.draw(st.integers(1, 4))))
+    stabilizer = _fresh()
+    turn_n = _stabilize(data, target, stabilizer)
+    turn_n1 = _stabilize(extended, target, stabilizer)
+    assert turn_n1.get("tools") == turn_n.get("tools")
+    assert turn_n1["messages"][: len(turn_n["messages"])] == turn_n["messages"]
+    assert stabilizer.stats["drift"] == 0
+
+
+@fast
+@given(requests())
+def test_nothing_lost(case):
+    data, target = case
+    out = _stabilize(data, target)
+    before, after = data["messages"], out["messages"]
+    assert len(after) == len(before)
+    for old, new in zip(before, after):
+        if old["role"] in ("user", "assistant", "tool"):
+            assert new == old  # every user, assistant and tool message, in order, untouched
+        elif new is not after[0]:
+            # a converted mid-conversation system message keeps every original part
+            if isinstance(old["content"], list):
+                assert new["content"][-len(old["content"]):] == old["content"]
+            else:
+                assert new["content"].endswith(old["content"])
+    calls = [c["id"] for m in after for c in (m.get("tool_calls") or [])]
+    results = [m["tool_call_id"] for m in after if m["role"] == "tool"]
+    assert calls == results
+    assert sorted(t["function"]["name"] for t in out.get("tools") or []) == sorted(
+        t["function"]["name"] for t in data.get("tools") or [])
+
+
+@fast
+@given(requests(), st.sampled_from(["read", "write", "drift"]))
+def test_fail_open(case, where):
+    data, target = case
+    stabilizer = _fresh()
+
+    def boom(*args, **kwargs):
+        raise ValueError("injected")
+
+    if where == "read":
+        stabilizer.heads.observe = boom
+    elif where == "write":
+        import litellm_prefix.wire.chat as chat
+
+        original = chat.write
+        chat.write = boom
+    else:
+        import litellm_prefix.core as core
+
+        original_drift = core.HeadSnapshot.of
+        core.HeadSnapshot.of = boom
+    try:
+        snapshot = copy.deepcopy(data)
+        out = stabilizer.stabilize(data, target=target)
+        if where == "write" and out is data and stabilizer.stats["errors"] == 0:
+            return  # nothing to write for this request: the write path was never taken
+        assert out == snapshot
+        assert stabilizer.stats["errors"] == 1
+    finally:
+        if where == "write":
+            chat.write = original
+        elif where == "drift":
+            core.HeadSnapshot.of = original_drift
+
+
+@fast
+@given(requests())
+def test_off_means_off(case):
+    data, target = case
+    snapshot = copy.deepcopy(data)
+    out = Stabilizer(Settings(enabled=False)).stabilize(data, target=target)
+    assert out is data and json.dumps(out, sort_keys=True) == json.dumps(snapshot, sort_keys=True)
+
+
+def test_deterministic_across_processes_and_hash_seeds():
+    script = (
+        "import json,sys; sys.path.insert(0,'tests');"
+        "from realistic import *; from litellm_prefix.core import Stabilizer; from litellm_prefix.settings import Settings;"
+        "d=chat_request(pi_system_prompt(root=install_root('b'), tool_order=shuffled(TOOL_NAMES,5)), conversation(3),"
+        " openai_tools(shuffled(TOOL_NAMES,6)));"
+        "o=Stabilizer(Settings(path_check='absolute', stable_path='/s')).stabilize(d);"
+        "import hashlib; print(hashlib.sha256(json.dumps([o['messages'],o['tools']]).encode()).hexdigest())"
+    )
+    root = Path(__file__).parent.parent
+    digests = set()
+    for seed in ("1", "2", "random"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        digests.add(subprocess.run([sys.executable, "-c", script], cwd=root, env=env, capture_output=True,
+                                   text=True, check=True).stdout.strip())
+    assert len(digests) == 1
