@@ -27,7 +27,8 @@ def head_text(view: View) -> str:
 def tools_json(view: View) -> str:
     if not view.tools:
         return ""
-    return json.dumps(list(view.tools), sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+    # Keys in the client's order: a reordered key is a changed byte on the wire, so it is drift too.
+    return json.dumps(list(view.tools), ensure_ascii=False, separators=(",", ":"), default=str)
 
 
 def fingerprint(text: str) -> str:

@@ -76,7 +76,8 @@ def pi_sections(
         "cwd": "Current working directory: /home/alice/src/webshop",
     }
     # Grow the project context (an AGENTS.md) until the prompt reaches ~target_tokens (4 chars/token).
-    size = sum(len(v) for v in sections.values())
+    # (sized without the docs section, so the install root's length never changes the content)
+    size = sum(len(v) for k, v in sections.items() if k != "docs") + 400
     paragraphs = []
     while size < target_tokens * 4:
         paragraphs.append(paragraph(rng, 6))

@@ -15,27 +15,50 @@ again gives the stable path: the rule is idempotent.
 """
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
-from functools import lru_cache
+import json
 from typing import Any
 
 from ..context import Context, Event
 from ..view import View
 
-_BOUNDARY_CHARS = "\"'`(<["
-_PATH_CHAR = r"[^\s\"'`()<>\[\]{}|]"
+_BOUNDARY_CHARS = frozenset("\"'`(<[")
+# Characters that cannot be part of a path mention: they end it on both sides.
+_NOT_PATH = frozenset(" \t\n\r\f\v\"'`()<>[]{}|")
+_CLOSERS = frozenset("/\"'`)>]}|") | frozenset(" \t\n\r\f\v")
+_SENTENCE_END = frozenset(".,;:!?")
 
 
-@lru_cache(maxsize=32)
-def _pattern(suffix: str) -> re.Pattern[str]:
-    # root = "/" + path chars, ending in "/<suffix>", followed by "/", a closing
-    # delimiter, whitespace, the end, or punctuation that ends the sentence.
-    return re.compile(
-        rf"(?:^|(?<=[\s{re.escape(_BOUNDARY_CHARS)}]))"
-        rf"(?P<root>/{_PATH_CHAR}+/{re.escape(suffix)})"
-        rf"(?=/|[\s\"'`)>\]}}|]|$|[.,;:!?](?:[\s\"'`)>\]}}]|$))"
-    )
+def _ends_root(text: str, end: int) -> bool:
+    """Whether the suffix that ends at ``end`` ends the root: "/", a delimiter, whitespace,
+    the end of the text, or sentence punctuation followed by one of those."""
+    if end == len(text) or text[end] in _CLOSERS:
+        return True
+    if text[end] in _SENTENCE_END:
+        return end + 1 == len(text) or text[end + 1] in _CLOSERS
+    return False
+
+
+def find_roots(text: str, suffix: str) -> list[tuple[int, int]]:
+    """(start, end) of every install-root candidate in ``text``.
+
+    Found by searching for ``/<suffix>`` and scanning back to where the path mention
+    starts; the mention must start with ``/``, at the start of the text or after
+    whitespace or one of ``"'`(<[``, and hold at least one directory before the suffix.
+    """
+    needle = "/" + suffix
+    found: list[tuple[int, int]] = []
+    at = text.find(needle)
+    while at != -1:
+        end = at + len(needle)
+        if _ends_root(text, end):
+            start = at
+            while start > 0 and text[start - 1] not in _NOT_PATH:
+                start -= 1
+            boundary_ok = start == 0 or text[start - 1].isspace() or text[start - 1] in _BOUNDARY_CHARS
+            if text[start] == "/" and start < at and boundary_ok:
+                found.append((start, end))
+        at = text.find(needle, end)
+    return found
 
 
 def rewrite_text(text: str, ctx: Context, found: dict[str, int]) -> str:
@@ -45,22 +68,27 @@ def rewrite_text(text: str, ctx: Context, found: dict[str, int]) -> str:
         return text
     stable = ctx.settings.resolved_stable_path
     check = ctx.settings.path_check == "exists"
-
-    def replace(match: re.Match[str]) -> str:
-        root = match.group("root")
+    pieces: list[str] = []
+    last = 0
+    for start, end in find_roots(text, suffix):
+        root = text[start:end]
         if root == stable or (check and not ctx.path_exists(root)):
-            return root
+            continue
         found[root] = found.get(root, 0) + 1
-        return stable
-
-    return _pattern(suffix).sub(replace, text)
+        pieces.append(text[last:start])
+        pieces.append(stable)
+        last = end
+    if not pieces:
+        return text
+    pieces.append(text[last:])
+    return "".join(pieces)
 
 
 def _rewrite_value(value: Any, ctx: Context, found: dict[str, int]) -> Any:
     if isinstance(value, str):
         new_text = rewrite_text(value, ctx, found)
         return value if new_text == value else new_text
-    if isinstance(value, Mapping):
+    if isinstance(value, dict):
         changed = {}
         for key, item in value.items():
             new = _rewrite_value(item, ctx, found)
@@ -73,11 +101,21 @@ def _rewrite_value(value: Any, ctx: Context, found: dict[str, int]) -> Any:
     return value
 
 
+def _may_mention(tools: tuple[Any, ...], suffix: str) -> bool:
+    """Cheap pre-check before walking every tool: one serialisation, one substring search."""
+    if any(c in suffix for c in '"\\') or not suffix.isprintable():
+        return True  # JSON would escape the suffix: walk to be sure
+    try:
+        return suffix in json.dumps(tools, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return True
+
+
 def stabilize_install_paths(view: View, ctx: Context) -> tuple[View, list[Event]]:
     found: dict[str, int] = {}
     head = tuple(rewrite_text(text, ctx, found) for text in view.head)
     tools = view.tools
-    if tools is not None:
+    if tools and _may_mention(tools, ctx.settings.package_path_suffix):
         new_tools = tuple(_rewrite_value(tool, ctx, found) for tool in tools)
         if any(a is not b for a, b in zip(tools, new_tools)):
             tools = new_tools

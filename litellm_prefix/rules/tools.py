@@ -20,7 +20,8 @@ from typing import Any
 from ..context import Context, Event
 from ..view import View, tool_name
 
-_TOOLS_SECTION = re.compile(r"(?ms)^<tools>\n(.*?)\n</tools>$")
+_OPEN = "<tools>\n"
+_CLOSE = "\n</tools>"
 _ENTRY = re.compile(r"- (?P<name>[^:\n]*)")
 
 
@@ -28,12 +29,14 @@ def _canonical(tool: Any) -> str:
     return json.dumps(tool, sort_keys=True, ensure_ascii=False, default=str)
 
 
-def _sort_key(tool: Any) -> tuple[str, str]:
-    return (tool_name(tool), _canonical(tool))
-
-
 def sort_tools(tools: tuple[Any, ...]) -> tuple[Any, ...]:
-    ordered = sorted(tools, key=_sort_key)
+    names = [tool_name(t) for t in tools]
+    if len(set(names)) == len(names):
+        if all(a <= b for a, b in zip(names, names[1:])):
+            return tools
+        ordered = [tool for _, tool in sorted(zip(names, tools), key=lambda pair: pair[0])]
+    else:  # duplicate names: the canonical JSON breaks the tie, so the order is still total
+        ordered = sorted(tools, key=lambda t: (tool_name(t), _canonical(t)))
     if all(a is b for a, b in zip(tools, ordered)):
         return tools
     last = tools[-1]
@@ -69,15 +72,35 @@ def _sort_entry_runs(lines: list[str]) -> list[str]:
 
 
 def sort_tools_section(text: str) -> str:
-    if "<tools>" not in text:
+    """Sort the entries of every ``<tools>`` section (``<tools>`` and ``</tools>`` on lines of their own)."""
+    pieces: list[str] = []
+    last = 0
+    at = text.find(_OPEN)
+    while at != -1:
+        if at == 0 or text[at - 1] == "\n":
+            body_start = at + len(_OPEN)
+            close = text.find(_CLOSE, body_start - 1)
+            while close != -1 and not _closes_line(text, close + len(_CLOSE)):
+                close = text.find(_CLOSE, close + 1)
+            if close == -1:
+                break
+            body = text[body_start:close]
+            sorted_body = "\n".join(_sort_entry_runs(body.split("\n")))
+            if sorted_body != body:
+                pieces.append(text[last:body_start])
+                pieces.append(sorted_body)
+                last = close
+            at = text.find(_OPEN, close + len(_CLOSE))
+        else:
+            at = text.find(_OPEN, at + 1)
+    if not pieces:
         return text
+    pieces.append(text[last:])
+    return "".join(pieces)
 
-    def replace(match: re.Match[str]) -> str:
-        body = match.group(1)
-        sorted_body = "\n".join(_sort_entry_runs(body.split("\n")))
-        return f"<tools>\n{sorted_body}\n</tools>"
 
-    return _TOOLS_SECTION.sub(replace, text)
+def _closes_line(text: str, end: int) -> bool:
+    return end == len(text) or text[end] == "\n"
 
 
 def normalize_tool_order(view: View, ctx: Context) -> tuple[View, list[Event]]:
