@@ -55,6 +55,10 @@ class HeadSnapshot:
             tool_names=tuple(tool_name(t) for t in view.tools or ()),
         )
 
+    def extends(self, earlier: "HeadSnapshot") -> bool:
+        """True when this head only appends system text to ``earlier`` (same tools): no cache loss."""
+        return self.tools == earlier.tools and self.system.startswith(earlier.system)
+
     @property
     def size(self) -> int:
         return len(self.system) + len(self.tools)

@@ -115,6 +115,8 @@ class SessionHeads:
                 return None
             previous = current.head
             self._cache[key] = SessionRecord(head, current.requests)
+            if head.extends(previous):
+                return None  # appended system text (no user turn yet): the prefix is kept
             return previous
 
     def __len__(self) -> int:

@@ -150,3 +150,15 @@ def test_sections_parse_pi_prompt():
                                             ("x" * 10000 + "a", "x" * 10000 + "b", 10000)])
 def test_first_difference(a, b, expected):
     assert first_difference(a, b) == expected
+
+
+async def test_appending_to_the_head_before_any_user_turn_does_not_warn():
+    h = _handler()
+    data = {"model": "m", "messages": [{"role": "system", "content": "A"}], "metadata": {"session_id": "s-append"}}
+    await _send(h, data)
+    data = {**data, "messages": [*data["messages"], {"role": "system", "content": "B"}]}
+    await _send(h, data)
+    assert _drifts(h) == 0
+    data = {**data, "messages": [{"role": "system", "content": "A2"}, {"role": "system", "content": "B"}]}
+    await _send(h, data)
+    assert _drifts(h) == 1

@@ -130,6 +130,7 @@ def _responses_response(model: str, prompt_chars: int, cached_chars: int) -> dic
 def make_handler(state: _State):
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        state = None  # set below, for in-process users (examples)
 
         def log_message(self, fmt, *args):  # keep test output quiet
             pass
@@ -188,6 +189,7 @@ def make_handler(state: _State):
             else:
                 self._send_json({"error": f"unknown path {self.path}"}, 404)
 
+    Handler.state = state
     return Handler
 
 

@@ -1,0 +1,66 @@
+"""SDK use: register PrefixStabilizer as a LiteLLM callback; async calls get stable heads.
+
+Runs offline: it starts the bundled recording upstream on 127.0.0.1 and shows that two
+turns whose tool order and install path differ reach the upstream with identical heads.
+
+    .venv/bin/python examples/sdk_example.py
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import threading
+from pathlib import Path
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network at import
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+
+import litellm  # noqa: E402
+from recording_upstream import serve  # noqa: E402
+
+from litellm_prefix import PrefixStabilizer, Settings  # noqa: E402
+
+SUFFIX = "node_modules/@earendil-works/pi-coding-agent"
+
+
+def tool(name: str) -> dict:
+    return {"type": "function", "function": {"name": name, "description": f"{name} a file",
+                                             "parameters": {"type": "object", "properties": {}}}}
+
+
+async def main() -> None:
+    server = serve("127.0.0.1", 0, None)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}/v1"
+
+    # pathCheck "absolute": these example install roots do not exist on this disk.
+    litellm.callbacks = [PrefixStabilizer(Settings(path_check="absolute", stable_path="/opt/pi-home"))]
+
+    turns = [
+        (f"/home/me/.nvm/versions/node/v22.0.0/lib/{SUFFIX}", ["write", "read", "bash"]),
+        (f"/home/me/.nvm/versions/node/v23.1.0/lib/{SUFFIX}", ["bash", "write", "read"]),
+    ]
+    history = [{"role": "user", "content": "Summarise the docs."}]
+    for root, order in turns:
+        await litellm.acompletion(
+            model="openai/demo", api_base=base, api_key="none",
+            messages=[{"role": "system", "content": f"You are pi. Docs: {root}/docs"}, *history],
+            tools=[tool(n) for n in order], metadata={"session_id": "example-session"},
+        )
+        history += [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "Go on."}]
+
+    first, second = [json.loads(r["body"]) for r in server.RequestHandlerClass.state.records]
+    same = first["messages"][0] == second["messages"][0] and first["tools"] == second["tools"]
+    print("system sent:", first["messages"][0]["content"])
+    print("tools sent: ", [t["function"]["name"] for t in first["tools"]])
+    print("identical heads across turns:", same)
+    server.shutdown()
+    if not same:
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,32 @@
+"""The examples in the README run."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_sdk_example_runs_and_shows_identical_heads():
+    result = subprocess.run([sys.executable, str(ROOT / "examples" / "sdk_example.py")], capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "identical heads across turns: True" in result.stdout
+    assert "Docs: /opt/pi-home/docs" in result.stdout
+
+
+def test_proxy_config_registers_the_instance():
+    config = yaml.safe_load((ROOT / "config" / "proxy.yaml").read_text())
+    assert config["litellm_settings"]["callbacks"] == ["litellm_prefix.proxy_handler"]
+    assert config["general_settings"]["master_key"] == "os.environ/LITELLM_MASTER_KEY"
+
+
+def test_example_settings_file_is_valid(monkeypatch):
+    from litellm_prefix.settings import load_settings
+
+    monkeypatch.setenv("LITELLM_PREFIX_CONFIG", str(ROOT / "config" / "litellm-prefix.example.json"))
+    settings = load_settings()
+    assert settings.models["gemini/*"].supports_mid_conversation_system is False
