@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from .settings import Settings
 
@@ -28,6 +29,14 @@ class Context:
     target: Target = field(default_factory=Target)
     # Used by pathCheck=exists; injected so rules stay pure and tests need no disk.
     path_exists: Callable[[str], bool] = os.path.exists
+    # The body as the client sent it: note anchors (index + content hash) refer to it.
+    client_body: tuple[Any, ...] = ()
+    # Section and tools texts by content hash, fetched from the store for the rules that need them.
+    texts: Mapping[str, str] = field(default_factory=dict)
+    # True on the second pass, after the shell fetched what ``need_texts`` asked for.
+    texts_fetched: bool = False
+    # A warm-up ping (max_tokens 1): neither warns nor moves the recorded head.
+    ping: bool = False
 
 
 @dataclass(frozen=True)

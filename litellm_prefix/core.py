@@ -1,11 +1,14 @@
-"""The one transform behind both LiteLLM hooks: read, run the rules, write back, observe drift.
+"""The one transform behind both LiteLLM hooks: load the session journal, run the rules,
+save the journal (compare-and-set), write the request back, report.
 
-Pure decisions come from ``pipeline`` and ``drift``; this module is the thin shell that
-holds the session record, writes logs and symlinks, and fails open: any internal
-error leaves the request exactly as it came, and is logged and counted.
+Pure decisions come from ``pipeline``; this module is the thin shell that does the I/O
+(store, logs, JSONL, symlinks) and fails open: any internal error leaves the request
+exactly as it came, and is logged (traceback frames only, never prompt text) and counted.
 """
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import json
 import logging
 import threading
@@ -19,12 +22,18 @@ from cachetools import TTLCache
 
 from . import pipeline, wire
 from .context import Context, Event, Target
-from .drift import HeadSnapshot, drift_event
-from .session import SessionHeads, scoped_key, session_id, tenant_of
+from .drift import fingerprint, head_text
+from .journal import Journal
+from .session import scoped_key, session_id, tenant_of
 from .settings import Settings
+from .store import build_store
 from .symlink import ensure_symlink
+from .view import tool_name
 
 logger = logging.getLogger("litellm_prefix")
+
+SAVE_ATTEMPTS = 3
+_BOOKKEEPING = frozenset({"texts", "need_texts", "drift", "head"})
 
 
 def is_warmup_ping(data: Mapping[str, Any]) -> bool:
@@ -41,23 +50,28 @@ class Report:
     rewrites: dict[str, int] = field(default_factory=dict)
 
 
+def _own_output_mark(view) -> str:
+    """Cheap identity of an output: head text, tool names in order, body length."""
+    names = "\x00".join(tool_name(t) for t in view.tools or ())
+    return f"{fingerprint(head_text(view) + chr(0) + names)}:{len(view.body)}"
+
+
 class Stabilizer:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, store: Any = None) -> None:
         self.settings = settings
-        self.heads = SessionHeads(settings.max_sessions, settings.session_ttl_seconds)
-        self.reports: TTLCache[str, Report] = TTLCache(maxsize=4096, ttl=600)
         self.stats: Counter[str] = Counter()
+        self.store, self.local_store = build_store(settings, self.stats)
+        if store is not None:  # an explicit store (tests, replays): shared by several stabilizers
+            self.store = self.local_store = store
+        self.reports: TTLCache[str, Report] = TTLCache(maxsize=4096, ttl=600)
+        # litellm_call_id -> mark of the output this gateway produced for it (see pipeline.STATELESS_RULES)
+        self.applied: TTLCache[str, str] = TTLCache(maxsize=16384, ttl=900)
         self._linked: set[str] = set()
         self._log_lock = threading.Lock()
-        if settings.store != "memory":
-            logger.warning(
-                "litellm-prefix: store %s is not available in this version; using the in-memory store",
-                settings.store.split("@")[-1],
-            )
 
     # -- the transform -------------------------------------------------------------
 
-    def stabilize(
+    async def stabilize(
         self,
         data: MutableMapping[str, Any],
         call_type: Any = None,
@@ -76,20 +90,20 @@ class Stabilizer:
             if adapter is None:
                 self.stats["skipped_shape"] += 1
                 return data
-            target = target or Target()
             settings = self.settings.for_model(model_names, model_info)
             view = adapter.read(data)
-            new_view, events = pipeline.run(view, Context(settings=settings, target=target))
+            ctx = Context(settings=settings, target=target or Target(), client_body=view.body,
+                          ping=is_warmup_ping(data))
+            call_id = data.get("litellm_call_id") if isinstance(data.get("litellm_call_id"), str) else None
+            mark = self.applied.get(call_id) if call_id else None
+            if mark is not None and mark == _own_output_mark(view):
+                new_view, _, events = pipeline.run(view, Journal(), ctx, pipeline.STATELESS_RULES)
+                key, drift = None, None
+            else:
+                key = scoped_key(tenant_of(data, api_key_hash, team_id), session_id(data, view)[0])
+                new_view, events = await self._run_with_journal(view, ctx, key)
+                drift = next((e.data for e in events if e.kind == "drift"), None)
             updates = adapter.write(data, new_view) if new_view is not view else {}
-            snapshot = HeadSnapshot.of(new_view)
-            sid, _ = session_id(data, new_view)
-            key = scoped_key(tenant_of(data, api_key_hash, team_id), sid)
-            previous = self.heads.observe(key, snapshot, record=not is_warmup_ping(data))
-            drift = (
-                drift_event(previous, snapshot, new_view, session=key[:16], model=target.model or "")
-                if previous is not None
-                else None
-            )
         except Exception as exc:  # fail open: the gateway never breaks a call
             self.stats["errors"] += 1
             # Frames only: an exception's message may quote prompt text, which is never logged.
@@ -103,39 +117,70 @@ class Stabilizer:
         self.stats["requests"] += 1
         if updates:
             self.stats["rewritten"] += 1
-        self._after(data, key, snapshot, events, drift, settings)
+        if call_id:
+            self.applied[call_id] = _own_output_mark(new_view)
+        self._after(call_id, key, new_view, events, drift, settings, target)
         return data
+
+    def stabilize_sync(self, data: MutableMapping[str, Any], call_type: Any = None, **kwargs: Any):
+        """``stabilize`` for code without an event loop (scripts, tests); memory store only."""
+        if self.store is not self.local_store:
+            raise RuntimeError("stabilize_sync works with the in-memory store only; await stabilize() instead")
+        return asyncio.run(self.stabilize(data, call_type, **kwargs))
+
+    async def _run_with_journal(self, view, ctx: Context, key: str):
+        """Load, run, compare-and-set; on a conflict reload and run again (bounded)."""
+        for attempt in range(SAVE_ATTEMPTS):
+            raw, version = await self.store.load(key)
+            journal = Journal.from_json(json.loads(raw)) if raw else Journal()
+            new_view, new_journal, events = pipeline.run(view, journal, ctx)
+            needed = [h for e in events if e.kind == "need_texts" for h in e.data["hashes"]]
+            if needed:
+                texts = await self.store.get_texts(needed)
+                ctx = dataclasses.replace(ctx, texts={**ctx.texts, **texts}, texts_fetched=True)
+                new_view, new_journal, events = pipeline.run(view, journal, ctx)
+            texts = {h: t for e in events if e.kind == "texts" for h, t in e.data["texts"].items()}
+            if texts:
+                await self.store.put_texts(texts)
+            if new_journal == journal:
+                return new_view, events
+            encoded = new_journal.encoded()
+            if len(encoded) > ctx.settings.max_session_bytes:
+                self.stats["journal_reset"] += 1
+                logger.warning("litellm-prefix: session %s journal over maxSessionBytes (%d); re-seeded",
+                               key[:16], len(encoded))
+                encoded = Journal(head=new_journal.head, requests=new_journal.requests).encoded()
+            if await self.store.save(key, version, encoded):
+                return new_view, events
+            self.stats["save_conflicts"] += 1
+        self.stats["save_gave_up"] += 1
+        logger.warning("litellm-prefix: session %s journal busy; this request's decisions were not recorded", key[:16])
+        return new_view, events
 
     # -- edges: logs, symlinks, reports -----------------------------------------------
 
-    def _after(self, data, key: str, snapshot: HeadSnapshot, events: list[Event], drift, settings: Settings) -> None:
+    def _after(self, call_id, key, view, events: list[Event], drift, settings: Settings, target: Target | None) -> None:
         try:
-            rewrites = Counter(e.kind for e in events)
-            call_id = data.get("litellm_call_id")
-            if isinstance(call_id, str):
-                earlier = self.reports.get(call_id)
-                self.reports[call_id] = Report(
-                    head=snapshot.fingerprint,
-                    drift=drift or (earlier.drift if earlier else None),
-                    rewrites=dict(rewrites),
-                )
-            if events:
-                logger.debug("litellm-prefix: session %s rewrites %s", key[:16], dict(rewrites))
-                self._jsonl({"event": "rewrite", "session": key[:16], "rules": [self._event_json(e) for e in events]})
+            rules = [e for e in events if e.kind not in _BOOKKEEPING]
+            session = key[:16] if key else None
+            head = next((e.data["fingerprint"] for e in events if e.kind == "head"), None)
+            if call_id and head:
+                self.reports[call_id] = Report(head=head, rewrites=dict(Counter(e.kind for e in rules)))
+            if rules and session:
+                logger.debug("litellm-prefix: session %s rules %s", session, [e.kind for e in rules])
+                self._jsonl({"event": "rewrite", "session": session, "rules": [{"rule": e.kind, **e.data} for e in rules]})
             if drift:
+                drift = {**drift, "session": session, "model": (target.model if target else "")}
                 self.stats["drift"] += 1
                 logger.warning(
                     "litellm-prefix: head changed in session %s: %s at char %d (~token %d), ~%d tokens to prefill "
                     "again, %s -> %s",
-                    drift["session"],
-                    ",".join(drift["changed"]),
-                    drift["first_diff_char"],
-                    drift["first_diff_token_est"],
-                    drift["reprefill_tokens_est"],
-                    drift["before"],
-                    drift["after"],
+                    session, ",".join(drift["changed"]), drift["first_diff_char"], drift["first_diff_token_est"],
+                    drift["reprefill_tokens_est"], drift["before"], drift["after"],
                 )
                 self._jsonl(drift)
+                if call_id:
+                    self.reports[call_id].drift = drift
             if settings.create_symlink:
                 for event in events:
                     if event.kind == "install_path":
@@ -143,10 +188,6 @@ class Stabilizer:
         except Exception as exc:
             self.stats["errors"] += 1
             logger.warning("litellm-prefix: reporting failed (%s)", type(exc).__name__)
-
-    @staticmethod
-    def _event_json(event: Event) -> dict[str, Any]:
-        return {"rule": event.kind, **event.data}
 
     def _link(self, root: str, settings: Settings) -> None:
         if root in self._linked:
@@ -179,3 +220,4 @@ class Stabilizer:
                 f"reprefill_tokens_est={d['reprefill_tokens_est']}; before={d['before']}; after={d['after']}"
             )
         return headers
+

@@ -1,33 +1,35 @@
 """Fingerprints, first divergence and the cost of a changed head. Pure functions.
 
-The head is serialised as its system text (segments joined by a blank line) followed
-by the tools' canonical JSON; its fingerprint is the first 16 hex digits of that
-string's SHA-256. Token estimates use 4 characters per token: good enough to rank a
-change at character 2,000 against one at character 200,000, never shown as exact.
+The head is serialised as its system text (segments joined by a blank line) followed by
+a NUL and the tools' JSON (keys in the client's order: a reordered key is a changed
+byte on the wire). Its fingerprint is the first 16 hex digits of that string's SHA-256.
+The journal keeps the head section by section (pi sections where the text has them,
+else one section per system segment) by content hash and length; the texts live in
+the store, so a drift report can name the first differing character without the
+journal carrying the whole prompt. Token estimates use 4 characters per token.
 """
 from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from .context import Context, Event
+from .journal import HeadRecord, Journal, content_hash
+from .sections import JOIN, parse_head
 from .view import View, tool_name
 
 CHARS_PER_TOKEN = 4
-_SECTION = re.compile(r"(?ms)^<(?P<name>[a-z][a-z0-9_-]*)>\n.*?\n</(?P=name)>$")
 
 
 def head_text(view: View) -> str:
-    return "\n\n".join(view.head)
+    return JOIN.join(view.head)
 
 
 def tools_json(view: View) -> str:
     if not view.tools:
         return ""
-    # Keys in the client's order: a reordered key is a changed byte on the wire, so it is drift too.
     return json.dumps(list(view.tools), ensure_ascii=False, separators=(",", ":"), default=str)
 
 
@@ -35,33 +37,17 @@ def fingerprint(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-@dataclass(frozen=True)
-class HeadSnapshot:
-    """What the session remembers of a head: enough to say what changed and where."""
-
-    fingerprint: str
-    system: str
-    tools: str
-    tool_names: tuple[str, ...]
-
-    @classmethod
-    def of(cls, view: View) -> "HeadSnapshot":
-        system = head_text(view)
-        tools = tools_json(view)
-        return cls(
-            fingerprint=fingerprint(system + "\x00" + tools),
-            system=system,
-            tools=tools,
-            tool_names=tuple(tool_name(t) for t in view.tools or ()),
-        )
-
-    def extends(self, earlier: "HeadSnapshot") -> bool:
-        """True when this head only appends system text to ``earlier`` (same tools): no cache loss."""
-        return self.tools == earlier.tools and self.system.startswith(earlier.system)
-
-    @property
-    def size(self) -> int:
-        return len(self.system) + len(self.tools)
+def head_sections(view: View) -> list[tuple[str, str]]:
+    """The head as (name, text) parts whose texts joined by a blank line give ``head_text``."""
+    out: list[tuple[str, str]] = []
+    for index, segment in enumerate(view.head):
+        # Names do not depend on how many segments follow, so appending one renames nothing.
+        sections = parse_head(segment)
+        if sections:
+            out.extend(((f"{index}:{name}" if index else name), text) for name, text in sections)
+        else:
+            out.append((f"system[{index}]" if index else "system", segment))
+    return out
 
 
 def first_difference(a: str, b: str) -> int:
@@ -79,45 +65,6 @@ def first_difference(a: str, b: str) -> int:
     return lo
 
 
-def sections(text: str) -> list[tuple[str, int, int]]:
-    """pi-style ``<name>\\n...\\n</name>`` sections as (name, start, end); text before the first is ``preamble``."""
-    found = [(m.group("name"), m.start(), m.end()) for m in _SECTION.finditer(text)]
-    if found and found[0][1] > 0:
-        found.insert(0, ("preamble", 0, found[0][1]))
-    return found
-
-
-def section_at(text: str, offset: int) -> str | None:
-    for name, start, end in sections(text):
-        if start <= offset <= end:
-            return name
-    return None
-
-
-def _section_map(text: str) -> dict[str, str]:
-    return {name: text[start:end] for name, start, end in sections(text)}
-
-
-def what_changed(old: HeadSnapshot, new: HeadSnapshot) -> list[str]:
-    """Names for the parts that differ: ``tools``, ``section:NAME`` or ``system``."""
-    changed: list[str] = []
-    if old.system != new.system:
-        before, after = _section_map(old.system), _section_map(new.system)
-        names = [n for n in after if before.get(n) != after[n]] + [n for n in before if n not in after]
-        if names:
-            changed.extend(f"section:{n}" for n in names)
-        else:
-            changed.append("system")
-    if old.tools != new.tools:
-        changed.append("tools")
-    return changed
-
-
-def tools_delta(old: HeadSnapshot, new: HeadSnapshot) -> dict[str, list[str]]:
-    before, after = set(old.tool_names), set(new.tool_names)
-    return {"added": sorted(after - before), "removed": sorted(before - after)}
-
-
 def estimate_tokens(chars: int) -> int:
     return (chars + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
 
@@ -133,26 +80,97 @@ def body_chars(body: Sequence[Any]) -> int:
     return total
 
 
-def drift_event(old: HeadSnapshot, new: HeadSnapshot, view: View, *, session: str, model: str) -> dict[str, Any]:
-    """The drift report for a head change: what changed, where, and what it costs."""
-    old_serial = old.system + "\x00" + old.tools
-    new_serial = new.system + "\x00" + new.tools
-    offset = first_difference(old_serial, new_serial)
-    in_system = offset <= len(new.system)
-    where = section_at(new.system, offset) if in_system else None
-    total_chars = new.size + body_chars(view.body)
-    event: dict[str, Any] = {
+def head_record(view: View) -> tuple[HeadRecord, dict[str, str]]:
+    """The record of this head, and the texts (by hash) it refers to."""
+    parts = head_sections(view)
+    system = head_text(view)
+    tools = tools_json(view)
+    hashes = [content_hash(text) for _, text in parts]
+    record = HeadRecord(
+        fingerprint=fingerprint(system + "\x00" + tools),
+        sections=tuple((name, h, len(text)) for (name, text), h in zip(parts, hashes)),
+        tools=content_hash(tools),
+        tool_names=tuple(tool_name(t) for t in view.tools or ()),
+        text_hash=content_hash(system),
+    )
+    texts = {h: text for (_, text), h in zip(parts, hashes)}
+    texts[record.tools] = tools
+    return record, texts
+
+
+def extends(new: HeadRecord, old: HeadRecord) -> bool:
+    """True when ``new`` only appends system parts to ``old`` (same tools): no cache loss."""
+    if new.tools != old.tools or len(new.sections) <= len(old.sections):
+        return False
+    return new.sections[: len(old.sections)] == old.sections
+
+
+def _label(part: str) -> str:
+    """``system`` (or ``system[i]``) for unsectioned system text, else ``section:NAME``."""
+    return part if part.startswith("system") else f"section:{part}"
+
+
+def what_changed(old: HeadRecord, new: HeadRecord) -> list[str]:
+    """``section:NAME`` for each part that differs (added, changed, removed), then ``tools``."""
+    before = {name: h for name, h, _ in old.sections}
+    after = {name: h for name, h, _ in new.sections}
+    names = [n for n, h, _ in new.sections if before.get(n) != h] + [n for n, _, _ in old.sections if n not in after]
+    changed = [_label(n) for n in names]
+    if old.tools != new.tools:
+        changed.append("tools")
+    return changed
+
+
+def _offset(old: HeadRecord, new: HeadRecord, new_texts: dict[str, str], ctx: Context) -> tuple[int, str, list[str]]:
+    """(first differing character, where, texts still needed for an exact offset)."""
+    position = 0
+    for i, (name, h, length) in enumerate(new.sections):
+        if i >= len(old.sections):
+            return position, _label(name), []
+        old_name, old_h, old_length = old.sections[i]
+        if old_h != h or old_name != name:
+            old_text = ctx.texts.get(old_h)
+            if old_text is None:
+                return position, _label(name), [old_h]
+            return position + first_difference(old_text, new_texts[h]), _label(name), []
+        position += length + len(JOIN)
+    system_length = max(0, position - len(JOIN))
+    if len(old.sections) > len(new.sections):
+        return system_length, _label(old.sections[len(new.sections)][0]), []
+    old_tools = ctx.texts.get(old.tools)
+    if old_tools is None:
+        return system_length + 1, "tools", [old.tools]
+    return system_length + 1 + first_difference(old_tools, new_texts[new.tools]), "tools", []
+
+
+def record_head(view: View, journal: Journal, ctx: Context) -> tuple[View, Journal, list[Event]]:
+    """Record the head sent; report a change that is not an append (never for pings)."""
+    record, texts = head_record(view)
+    if ctx.ping:
+        return view, journal, [Event("head", {"fingerprint": record.fingerprint})]
+    old = journal.head
+    journal = journal.replace(head=record, requests=journal.requests + 1)
+    known = {h for _, h, _ in old.sections} | {old.tools} if old else set()
+    events = [Event("head", {"fingerprint": record.fingerprint}),
+              Event("texts", {"texts": {h: t for h, t in texts.items() if h not in known}})]
+    if old is None or old.fingerprint == record.fingerprint or extends(record, old):
+        return view, journal, events
+    offset, where, needed = _offset(old, record, texts, ctx)
+    if needed and not ctx.texts_fetched:
+        return view, journal, events + [Event("need_texts", {"hashes": needed})]
+    size = sum(length for _, _, length in record.sections) + len(texts[record.tools])
+    drift: dict[str, Any] = {
         "event": "drift",
-        "session": session,
-        "model": model,
-        "changed": what_changed(old, new),
+        "changed": what_changed(old, record),
         "first_diff_char": offset,
         "first_diff_token_est": offset // CHARS_PER_TOKEN,
-        "first_diff_in": (f"section:{where}" if where else "system") if in_system else "tools",
-        "reprefill_tokens_est": estimate_tokens(max(0, total_chars - offset)),
+        "first_diff_in": where,
+        "exact": not needed,
+        "reprefill_tokens_est": estimate_tokens(max(0, size + body_chars(view.body) - offset)),
         "before": old.fingerprint,
-        "after": new.fingerprint,
+        "after": record.fingerprint,
     }
-    if "tools" in event["changed"]:
-        event["tools"] = tools_delta(old, new)
-    return event
+    if old.tools != record.tools:
+        before, after = set(old.tool_names), set(record.tool_names)
+        drift["tools"] = {"added": sorted(after - before), "removed": sorted(before - after)}
+    return view, journal, events + [Event("drift", drift)]

@@ -123,7 +123,7 @@ class PrefixStabilizer(CustomLogger):
         except Exception as exc:
             logger.warning("litellm-prefix: could not resolve the deployment (%s)", type(exc).__name__)
             target, model_info, model, api_key_hash, team_id = Target(model=str(data.get("model", ""))), None, "", None, None
-        return self.core.stabilize(
+        return await self.core.stabilize(
             data,
             call_type,
             target=target,
@@ -141,7 +141,7 @@ class PrefixStabilizer(CustomLogger):
         except Exception as exc:
             logger.warning("litellm-prefix: could not resolve the deployment (%s)", type(exc).__name__)
             model, model_info, target = "", None, Target()
-        return self.core.stabilize(
+        return await self.core.stabilize(
             kwargs, call_type, target=target, model_names=(_model_group(kwargs), model), model_info=model_info
         )
 

@@ -1,22 +1,58 @@
-"""The ordered rules; nothing else. Each is ``(view, context) -> (view, events)``."""
+"""The ordered rules; nothing else.
+
+Stateless rules are ``(view, context) -> (view, events)``; rules that read or extend the
+session journal are ``(view, journal, context) -> (view, journal, events)``.
+"""
 from __future__ import annotations
 
 from .context import Context, Event
+from .drift import record_head
+from .journal import Journal
+from .rules.head_pin import keep_pinned_head
+from .rules.memory import snapshot_memory
 from .rules.mid_system import place_mid_conversation_system
+from .rules.notes import place_notes, reseed
+from .rules.patches import drop_redundant_patches
 from .rules.paths import stabilize_install_paths
 from .rules.tools import normalize_tool_order
+from .rules.volatile import pin_volatile_spans
 from .view import View
 
+
+def stateless(rule):
+    def step(view: View, journal: Journal, ctx: Context):
+        new_view, events = rule(view, ctx)
+        return new_view, journal, events
+
+    step.__name__ = rule.__name__
+    return step
+
+
 RULES = [
-    stabilize_install_paths,
-    normalize_tool_order,
-    place_mid_conversation_system,
+    stateless(stabilize_install_paths),
+    stateless(normalize_tool_order),
+    reseed,
+    pin_volatile_spans,
+    snapshot_memory,
+    drop_redundant_patches,
+    keep_pinned_head,
+    stateless(place_mid_conversation_system),
+    place_notes,
+    record_head,
+]
+
+# For a request this gateway already rewrote (same call id: the deployment hook after the
+# pre-call hook, a retry, a fallback): only the idempotent, history-free rules run again.
+STATELESS_RULES = [
+    stateless(stabilize_install_paths),
+    stateless(normalize_tool_order),
+    stateless(place_mid_conversation_system),
 ]
 
 
-def run(view: View, ctx: Context) -> tuple[View, list[Event]]:
+def run(view: View, journal: Journal, ctx: Context, rules=None) -> tuple[View, Journal, list[Event]]:
     events: list[Event] = []
-    for rule in RULES:
-        view, produced = rule(view, ctx)
+    for rule in RULES if rules is None else rules:
+        view, journal, produced = rule(view, journal, ctx)
         events.extend(produced)
-    return view, events
+    return view, journal, events

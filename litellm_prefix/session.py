@@ -1,4 +1,4 @@
-"""Session identity (always tenant-scoped) and the per-session head record.
+"""Session identity, always tenant-scoped.
 
 Session id, first found wins: LiteLLM's ``litellm_session_id`` / ``metadata.session_id``
 (the proxy fills them from ``x-session-id``), ``prompt_cache_key``, the
@@ -10,14 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from cachetools import TTLCache
-
-from .drift import HeadSnapshot
 from .view import View, field_of
 
 SESSION_HEADERS = ("x-session-id", "x-litellm-session-id", "x-claude-code-session-id", "session_id", "x-session-affinity")
@@ -82,42 +77,3 @@ def tenant_of(data: Mapping[str, Any], api_key_hash: str | None = None, team_id:
 
 def scoped_key(tenant: str, session: str) -> str:
     return hashlib.sha256(f"{tenant}\x00{session}".encode("utf-8", "surrogatepass")).hexdigest()[:32]
-
-
-@dataclass
-class SessionRecord:
-    head: HeadSnapshot
-    requests: int = 1
-
-
-class SessionHeads:
-    """In-process record of each session's last head: LRU + TTL, bounded by ``max_sessions``."""
-
-    def __init__(self, max_sessions: int, ttl_seconds: float) -> None:
-        self._cache: TTLCache[str, SessionRecord] = TTLCache(maxsize=max_sessions, ttl=ttl_seconds)
-        self._lock = threading.Lock()
-
-    def observe(self, key: str, head: HeadSnapshot, *, record: bool = True) -> HeadSnapshot | None:
-        """Record ``head`` for ``key``; return the previous head when it differs (else ``None``).
-
-        With ``record=False`` (warm-up pings) nothing is stored and nothing is reported.
-        """
-        with self._lock:
-            current = self._cache.get(key)
-            if not record:
-                return None
-            if current is None:
-                self._cache[key] = SessionRecord(head)
-                return None
-            current.requests += 1
-            if current.head.fingerprint == head.fingerprint:
-                self._cache[key] = current  # refresh TTL and LRU position
-                return None
-            previous = current.head
-            self._cache[key] = SessionRecord(head, current.requests)
-            if head.extends(previous):
-                return None  # appended system text (no user turn yet): the prefix is kept
-            return previous
-
-    def __len__(self) -> int:
-        return len(self._cache)

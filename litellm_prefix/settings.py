@@ -17,9 +17,11 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import sys
 from collections.abc import Mapping
 from fnmatch import fnmatchcase
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
@@ -48,6 +50,39 @@ class ModelOverrides(BaseModel):
     supports_mid_conversation_system: bool | None = None
 
 
+DEFAULT_NOTIFICATION_PATTERNS = [
+    r"^\s*<background-task-notification>",
+    r"^\s*<task-notification>",
+    r"^\s*<extension-notification>",
+]
+VOLATILE_PRESETS = {
+    # pi and many agents: a "Current date: ..." (or "Current date and time: ...") line.
+    "current-date": r"(?m)^Current date(?: and time)?: .+$",
+    # opencode: "Today's date: ..." line.
+    "todays-date": r"(?m)^Today's date: .+$",
+    # Claude Code: the gitStatus block, from its first line through the recent commits.
+    "git-status": r"(?ms)^gitStatus: .*?^Recent commits:\n(?:[^\n]+(?:\n|\Z))*",
+}
+
+
+class VolatileRule(BaseModel):
+    """A named regex whose match in the head is pinned to its first value in the session."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    pattern: str
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"not a valid regular expression: {exc}") from None
+        return value
+
+
 class _Keys(BaseModel):
     """The keys one source may set, validated on their own (all optional)."""
 
@@ -68,13 +103,30 @@ class _Keys(BaseModel):
     drift_header: bool = True
     models: dict[str, ModelOverrides] = Field(default_factory=dict)
     trusted_projects: list[str] = Field(default_factory=list)
+    head_policy: Literal["follow", "pin"] = "follow"
+    notification_patterns: list[str] = Field(default_factory=lambda: list(DEFAULT_NOTIFICATION_PATTERNS))
+    memory_markers: list[tuple[str, str]] = Field(default_factory=list)
+    volatile: list[VolatileRule] = Field(default_factory=list)
+    volatile_presets: list[Literal["current-date", "todays-date", "git-status"]] = Field(default_factory=list)
+    max_session_bytes: int = Field(default=256 * 1024, gt=1024)
+    store_timeout_ms: int = Field(default=50, gt=0, le=10_000)
+
+    @field_validator("notification_patterns")
+    @classmethod
+    def _patterns_compile(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"{pattern!r} is not a valid regular expression: {exc}") from None
+        return value
 
     @field_validator("store")
     @classmethod
     def _store_is_memory_or_redis(cls, value: str) -> str:
-        if value == "memory" or value.startswith(("redis://", "rediss://", "unix://")):
+        if value in ("memory", "proxy") or value.startswith(("redis://", "rediss://", "unix://")):
             return value
-        raise ValueError("must be 'memory' or a redis:// URL")
+        raise ValueError("must be 'memory', 'proxy' (the LiteLLM proxy's own Redis) or a redis:// URL")
 
     @field_validator("package_path_suffix")
     @classmethod
@@ -108,7 +160,13 @@ ENV_VARS: dict[str, str] = {
     "session_ttl_seconds": "LITELLM_PREFIX_SESSION_TTL_SECONDS",
     "max_sessions": "LITELLM_PREFIX_MAX_SESSIONS",
     "drift_header": "LITELLM_PREFIX_DRIFT_HEADER",
+    "head_policy": "LITELLM_PREFIX_HEAD_POLICY",
+    "volatile_presets": "LITELLM_PREFIX_VOLATILE_PRESETS",
+    "max_session_bytes": "LITELLM_PREFIX_MAX_SESSION_BYTES",
+    "store_timeout_ms": "LITELLM_PREFIX_STORE_TIMEOUT_MS",
 }
+# Environment values for list keys are comma-separated.
+_LIST_ENV = frozenset({"volatile_presets"})
 CONFIG_ENV = "LITELLM_PREFIX_CONFIG"
 PROJECT_DIR_ENV = "LITELLM_PREFIX_PROJECT_DIR"
 TRUSTED_ENV = "LITELLM_PREFIX_TRUSTED_PROJECTS"
@@ -228,7 +286,8 @@ class EnvironmentSource(_Source):
             raw = os.environ.get(var)
             if raw is None or raw == "":
                 continue
-            self.values.update(_validate({name: raw}, f"environment variable {var}"))
+            value: Any = [item.strip() for item in raw.split(",") if item.strip()] if name in _LIST_ENV else raw
+            self.values.update(_validate({name: value}, f"environment variable {var}"))
             self.variables[name] = var
 
 
@@ -259,6 +318,17 @@ class Settings(BaseSettings, _Keys):
         return (init_settings, environment, project_source, global_source)
 
     @property
+    def volatile_rules(self) -> tuple[tuple[str, "re.Pattern[str]"], ...]:
+        """Presets first (in the order given), then custom rules, compiled."""
+        rules = [(name, VOLATILE_PRESETS[name]) for name in self.volatile_presets]
+        rules += [(rule.name, rule.pattern) for rule in self.volatile]
+        return _compiled_rules(tuple(rules))
+
+    @property
+    def notification_res(self) -> tuple["re.Pattern[str]", ...]:
+        return tuple(pattern for _, pattern in _compiled_rules(tuple(("", p) for p in self.notification_patterns)))
+
+    @property
     def resolved_stable_path(self) -> str:
         return os.path.normpath(os.path.expanduser(os.path.expandvars(self.stable_path)))
 
@@ -273,6 +343,11 @@ class Settings(BaseSettings, _Keys):
         if isinstance(deployment, Mapping):
             updates.update(ModelOverrides.model_validate(deployment).model_dump(exclude_none=True))
         return self.model_copy(update=updates) if updates else self
+
+
+@lru_cache(maxsize=64)
+def _compiled_rules(rules: tuple[tuple[str, str], ...]) -> tuple[tuple[str, "re.Pattern[str]"], ...]:
+    return tuple((name, re.compile(pattern)) for name, pattern in rules)
 
 
 class Provenance(BaseModel):

@@ -8,7 +8,8 @@ import logging
 import pytest
 from realistic import TOOL_NAMES, conversation, install_root, openai_tools, pi_sections, pi_system_prompt, render_pi, shuffled
 
-from litellm_prefix.drift import HeadSnapshot, first_difference, sections
+from litellm_prefix.drift import first_difference, head_record
+from litellm_prefix.sections import parse_head
 from litellm_prefix.hook import PrefixStabilizer
 from litellm_prefix.wire import chat
 from litellm_prefix.settings import Settings
@@ -134,7 +135,7 @@ async def test_response_header_reports_head_and_drift():
     data = _request("B" * 400, call_id="c2")
     await h.async_pre_call_hook(None, None, data, "acompletion")
     headers = await h.async_post_call_response_headers_hook(data, None, None)
-    assert headers["x-litellm-prefix-head"] == HeadSnapshot.of(chat.read(data)).fingerprint
+    assert headers["x-litellm-prefix-head"] == head_record(chat.read(data))[0].fingerprint
     assert "changed=system" in headers["x-litellm-prefix-drift"]
     assert "first_diff_char=0" in headers["x-litellm-prefix-drift"]
     quiet = await h.async_post_call_response_headers_hook({"litellm_call_id": "c1"}, None, None)
@@ -142,7 +143,7 @@ async def test_response_header_reports_head_and_drift():
 
 
 def test_sections_parse_pi_prompt():
-    names = [name for name, _, _ in sections(pi_system_prompt())]
+    names = [name for name, _ in parse_head(pi_system_prompt())]
     assert names == ["preamble", "tools", "rules", "docs", "addendum", "project_context", "skills", "cwd"]
 
 

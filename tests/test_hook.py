@@ -57,7 +57,7 @@ async def test_internal_error_passes_the_request_through_and_is_counted(monkeypa
     data = _noisy_request()
     snapshot = copy.deepcopy(data)
 
-    def boom(view, ctx):
+    def boom(view, journal, ctx):
         raise RuntimeError(f"rule bug near {view.head[0][:40]}")
 
     monkeypatch.setattr("litellm_prefix.pipeline.RULES", [boom])

@@ -102,7 +102,7 @@ def test_default_settings_write_nothing(tmp_path, monkeypatch):
     root.mkdir(parents=True)
     before = sorted(p for p in tmp_path.rglob("*"))
     stabilizer = Stabilizer(Settings())  # defaults: pathCheck exists, no symlink, no log
-    out = stabilizer.stabilize(_pi_request(str(root)))
+    out = stabilizer.stabilize_sync(_pi_request(str(root)))
     assert f"{home}/.pi/pi-home/docs" in out["messages"][0]["content"]
     assert sorted(p for p in tmp_path.rglob("*")) == before
 
@@ -112,7 +112,7 @@ def test_symlink_opt_in_creates_the_link(tmp_path):
     root.mkdir(parents=True)
     stable = tmp_path / "home" / ".pi" / "pi-home"
     stabilizer = Stabilizer(Settings(stable_path=str(stable), create_symlink=True))
-    stabilizer.stabilize(_pi_request(str(root)))
+    stabilizer.stabilize_sync(_pi_request(str(root)))
     assert stable.is_symlink() and os.readlink(stable) == str(root)
 
 
@@ -122,7 +122,7 @@ def test_symlink_never_replaces_a_good_link_with_a_bad_one(tmp_path):
     stable = tmp_path / "pi-home"
     os.symlink(good, stable)
     stabilizer = Stabilizer(Settings(stable_path=str(stable), create_symlink=True, path_check="absolute"))
-    stabilizer.stabilize(_pi_request(f"/nonexistent/lib/{PI_SUFFIX}"))
+    stabilizer.stabilize_sync(_pi_request(f"/nonexistent/lib/{PI_SUFFIX}"))
     assert os.readlink(stable) == str(good)
 
 
@@ -132,10 +132,10 @@ def test_symlink_follows_a_moved_install_and_never_touches_a_real_directory(tmp_
     new.mkdir(parents=True)
     stable = tmp_path / "pi-home"
     os.symlink(old, stable)
-    Stabilizer(Settings(stable_path=str(stable), create_symlink=True)).stabilize(_pi_request(str(new)))
+    Stabilizer(Settings(stable_path=str(stable), create_symlink=True)).stabilize_sync(_pi_request(str(new)))
     assert os.readlink(stable) == str(new)
 
     real_dir = tmp_path / "real-home"
     real_dir.mkdir()
-    Stabilizer(Settings(stable_path=str(real_dir), create_symlink=True)).stabilize(_pi_request(str(new)))
+    Stabilizer(Settings(stable_path=str(real_dir), create_symlink=True)).stabilize_sync(_pi_request(str(new)))
     assert real_dir.is_dir() and not real_dir.is_symlink()

@@ -80,7 +80,7 @@ def _fresh() -> Stabilizer:
 
 
 def _stabilize(data, target, stabilizer=None):
-    return (stabilizer or _fresh()).stabilize(copy.deepcopy(data), target=target)
+    return (stabilizer or _fresh()).stabilize_sync(copy.deepcopy(data), target=target)
 
 
 def _payload(data) -> str:
@@ -153,20 +153,20 @@ def test_fail_open(case, where):
         raise ValueError("injected")
 
     if where == "read":
-        stabilizer.heads.observe = boom
+        stabilizer.store.load = boom
     elif where == "write":
         import litellm_prefix.wire.chat as chat
 
         original = chat.write
         chat.write = boom
     else:
-        import litellm_prefix.core as core
+        import litellm_prefix.pipeline as pipeline
 
-        original_drift = core.HeadSnapshot.of
-        core.HeadSnapshot.of = boom
+        original_drift = pipeline.RULES[-1]
+        pipeline.RULES[-1] = boom
     try:
         snapshot = copy.deepcopy(data)
-        out = stabilizer.stabilize(data, target=target)
+        out = stabilizer.stabilize_sync(data, target=target)
         if where == "write" and out is data and stabilizer.stats["errors"] == 0:
             return  # nothing to write for this request: the write path was never taken
         assert out == snapshot
@@ -175,7 +175,7 @@ def test_fail_open(case, where):
         if where == "write":
             chat.write = original
         elif where == "drift":
-            core.HeadSnapshot.of = original_drift
+            pipeline.RULES[-1] = original_drift
 
 
 @fast
@@ -183,7 +183,7 @@ def test_fail_open(case, where):
 def test_off_means_off(case):
     data, target = case
     snapshot = copy.deepcopy(data)
-    out = Stabilizer(Settings(enabled=False)).stabilize(data, target=target)
+    out = Stabilizer(Settings(enabled=False)).stabilize_sync(data, target=target)
     assert out is data and json.dumps(out, sort_keys=True) == json.dumps(snapshot, sort_keys=True)
 
 
@@ -193,7 +193,7 @@ def test_deterministic_across_processes_and_hash_seeds():
         "from realistic import *; from litellm_prefix.core import Stabilizer; from litellm_prefix.settings import Settings;"
         "d=chat_request(pi_system_prompt(root=install_root('b'), tool_order=shuffled(TOOL_NAMES,5)), conversation(3),"
         " openai_tools(shuffled(TOOL_NAMES,6)));"
-        "o=Stabilizer(Settings(path_check='absolute', stable_path='/s')).stabilize(d);"
+        "o=Stabilizer(Settings(path_check='absolute', stable_path='/s')).stabilize_sync(d);"
         "import hashlib; print(hashlib.sha256(json.dumps([o['messages'],o['tools']]).encode()).hexdigest())"
     )
     root = Path(__file__).parent.parent

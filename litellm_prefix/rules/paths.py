@@ -4,7 +4,8 @@ Agents print their own install directory into the prompt (pi: ``<root>/docs``, t
 README path, example paths). A reinstall, an ``nvm`` switch or a second machine moves
 that root, and every byte after its first mention has to be prefilled again. This
 rule rewrites the root, also inside longer paths such as ``<root>/docs/x.md``, to one
-stable path, in the head (system text and tool definitions).
+stable path, in the head (system text and tool definitions) and in mid-conversation
+system messages (reminders and section patches carry head text too).
 
 A candidate starts at the beginning of the text, after whitespace, or after one of
 ``"'`(<[``, and is absolute (starts with ``/`` and has at least one directory before
@@ -119,7 +120,25 @@ def stabilize_install_paths(view: View, ctx: Context) -> tuple[View, list[Event]
         new_tools = tuple(_rewrite_value(tool, ctx, found) for tool in tools)
         if any(a is not b for a, b in zip(tools, new_tools)):
             tools = new_tools
+    body = view.body
+    if any(_is_system_message(item) for item in body):
+        new_body = tuple(_rewrite_system_message(item, ctx, found) for item in body)
+        if any(a is not b for a, b in zip(body, new_body)):
+            body = new_body
     if not found:
         return view, []
     events = [Event("install_path", {"root": root, "count": count}) for root, count in sorted(found.items())]
-    return view.replace(head=head, tools=tools), events
+    return view.replace(head=head, tools=tools, body=body), events
+
+
+def _is_system_message(item: Any) -> bool:
+    return isinstance(item, dict) and item.get("role") in ("system", "developer")
+
+
+def _rewrite_system_message(item: Any, ctx: Context, found: dict[str, int]) -> Any:
+    """Mid-conversation system messages (reminders, section patches) are head text too."""
+    if not _is_system_message(item):
+        return item
+    content = item.get("content")
+    new = _rewrite_value(content, ctx, found)
+    return item if new is content else {**item, "content": new}

@@ -1,0 +1,168 @@
+"""The session journal: every decision that depends on history, so that the same history
+always yields the same bytes, in every process and replica.
+
+A journal is an immutable value; rules return a new one. It is stored as compact JSON
+(section texts are kept out of it, by content hash, in the store's blob space) and
+versioned for compare-and-set. What it records:
+
+- ``head``: the last head sent (section hashes and sizes, tools hash, fingerprint),
+  for drift reports;
+- ``pinned``: the pinned head, section by section (name, content hash), and for
+  ``headPolicy: pin`` the state the model has been told about so far;
+- ``memory``: the frozen memory block and the entries reported removed or restored;
+- ``volatile``: each pinned volatile span's first value and the last value delivered;
+- ``dropped``: keys of dropped section-patch entries;
+- ``notes``: each injected note with its anchor: the body message after which it sits,
+  by index and content hash. When an anchor is gone (the client compacted or truncated
+  its history) the note and the state it carried are re-seeded: compaction rewrites the
+  prompt anyway, so that boundary is free.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from .view import View
+
+VERSION = 1
+
+
+def content_hash(value: Any) -> str:
+    """A short, stable hash of a message or text (JSON with sorted keys for objects)."""
+    if isinstance(value, str):
+        raw = value
+    else:
+        if hasattr(value, "model_dump"):
+            value = value.model_dump()
+        raw = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+    return hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()[:20]
+
+
+@dataclass(frozen=True)
+class Note:
+    """A message the gateway injected after body message ``index`` (whose hash is ``anchor``)."""
+
+    index: int
+    anchor: str
+    kind: str  # "memory", "volatile:<name>", "sections"
+    text: str
+
+    def to_json(self) -> list[Any]:
+        return [self.index, self.anchor, self.kind, self.text]
+
+    @classmethod
+    def from_json(cls, raw: list[Any]) -> "Note":
+        return cls(int(raw[0]), str(raw[1]), str(raw[2]), str(raw[3]))
+
+
+@dataclass(frozen=True)
+class HeadRecord:
+    fingerprint: str
+    sections: tuple[tuple[str, str, int], ...]  # (name, content hash, length) in order
+    tools: str  # hash of the tools JSON
+    tool_names: tuple[str, ...]
+    text_hash: str  # hash of the whole system text (its blob holds the text)
+
+
+@dataclass(frozen=True)
+class MemoryRecord:
+    marker: str  # which kind of block: "<memory>", "# Memory", or "start...end"
+    snapshot: str  # the frozen block text, as first seen
+    removed: tuple[str, ...] = ()  # entries reported removed (and not restored since)
+
+
+@dataclass(frozen=True)
+class Journal:
+    head: HeadRecord | None = None
+    pinned: tuple[tuple[str, str], ...] | None = None  # (section name, content hash)
+    told: tuple[tuple[str, str], ...] | None = None  # headPolicy pin: what the model knows
+    memory: MemoryRecord | None = None
+    volatile: tuple[tuple[str, str, str], ...] = ()  # (name, pinned value, last delivered value)
+    dropped: frozenset[str] = frozenset()
+    notes: tuple[Note, ...] = ()
+    requests: int = 0
+
+    def replace(self, **changes: Any) -> "Journal":
+        return dataclasses.replace(self, **changes)
+
+    def with_note(self, note: Note) -> "Journal":
+        return self.replace(notes=self.notes + (note,))
+
+    def volatile_value(self, name: str) -> tuple[str, str] | None:
+        for entry_name, pinned, last in self.volatile:
+            if entry_name == name:
+                return pinned, last
+        return None
+
+    def with_volatile(self, name: str, pinned: str, last: str) -> "Journal":
+        kept = tuple(v for v in self.volatile if v[0] != name)
+        return self.replace(volatile=tuple(sorted(kept + ((name, pinned, last),))))
+
+    # -- JSON -----------------------------------------------------------------------
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"v": VERSION, "n": self.requests}
+        if self.head:
+            h = self.head
+            out["head"] = {"fp": h.fingerprint, "sections": [list(s) for s in h.sections], "tools": h.tools,
+                           "names": list(h.tool_names), "text": h.text_hash}
+        if self.pinned is not None:
+            out["pinned"] = [list(s) for s in self.pinned]
+        if self.told is not None:
+            out["told"] = [list(s) for s in self.told]
+        if self.memory:
+            out["memory"] = {"marker": self.memory.marker, "snapshot": self.memory.snapshot,
+                             "removed": list(self.memory.removed)}
+        if self.volatile:
+            out["volatile"] = [list(v) for v in self.volatile]
+        if self.dropped:
+            out["dropped"] = sorted(self.dropped)
+        if self.notes:
+            out["notes"] = [n.to_json() for n in self.notes]
+        return out
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any] | None) -> "Journal":
+        if not raw or raw.get("v") != VERSION:
+            return cls()
+        head = raw.get("head")
+        memory = raw.get("memory")
+        return cls(
+            head=HeadRecord(
+                fingerprint=head["fp"],
+                sections=tuple((str(a), str(b), int(c)) for a, b, c in head["sections"]),
+                tools=head["tools"],
+                tool_names=tuple(head["names"]),
+                text_hash=head["text"],
+            ) if head else None,
+            pinned=tuple((str(a), str(b)) for a, b in raw["pinned"]) if "pinned" in raw else None,
+            told=tuple((str(a), str(b)) for a, b in raw["told"]) if "told" in raw else None,
+            memory=MemoryRecord(memory["marker"], memory["snapshot"], tuple(memory.get("removed", ())))
+            if memory else None,
+            volatile=tuple((str(a), str(b), str(c)) for a, b, c in raw.get("volatile", ())),
+            dropped=frozenset(raw.get("dropped", ())),
+            notes=tuple(Note.from_json(n) for n in raw.get("notes", ())),
+            requests=int(raw.get("n", 0)),
+        )
+
+    def encoded(self) -> str:
+        return json.dumps(self.to_json(), ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
+
+@dataclass(frozen=True)
+class Texts:
+    """Section texts by content hash: those of this request plus any fetched from the store."""
+
+    by_hash: dict[str, str] = field(default_factory=dict)
+
+    def get(self, digest: str) -> str | None:
+        return self.by_hash.get(digest)
+
+
+def anchor_of(view: View, index: int) -> str | None:
+    if 0 <= index < len(view.body):
+        return content_hash(view.body[index])
+    return None

@@ -1,0 +1,109 @@
+"""Memory snapshot (``memorySnapshot: stable``): the head's memory block is frozen at first sight.
+
+A memory write re-renders the block in the head, and everything after it has to be
+prefilled again, although the write is already visible to the model in the tool-call
+history. So the block stays as first seen. Additions are not re-rendered. A deletion,
+or the restore of an entry reported deleted, is sent once as a correction note at the
+tail (costing only its own tokens) and replayed at the same place on every later
+request. Lines that carry a clock time are never reported (they change on every write);
+the gateway itself never adds a time to the head. ``refresh`` is exact pass-through.
+
+Blocks: a ``<memory>`` section, a ``# Memory`` block (up to the next top-level heading),
+or a configured ``[start, end]`` marker pair.
+"""
+from __future__ import annotations
+
+import re
+
+from ..context import Context, Event
+from ..journal import Journal, MemoryRecord, Note
+from ..view import View
+from .notes import tail_anchor
+
+_MEMORY_SECTION = re.compile(r"(?ms)^<memory>\n.*?\n</memory>$")
+_MEMORY_HEADING = re.compile(r"(?m)^# Memory\b[^\n]*$")
+_NEXT_HEADING = re.compile(r"(?m)\n(?=# )")
+_CLOCK = re.compile(r"\b\d{1,2}:\d{2}(?::\d{2})?\b")
+
+
+def find_block(text: str, markers: list[tuple[str, str]]) -> tuple[int, int, str] | None:
+    """(start, end, marker) of the first memory block in ``text``."""
+    match = _MEMORY_SECTION.search(text)
+    if match:
+        return match.start(), match.end(), "<memory>"
+    match = _MEMORY_HEADING.search(text)
+    if match:
+        following = _NEXT_HEADING.search(text, match.end())
+        end = following.start() if following else len(text)
+        while end > match.end() and text[end - 1] == "\n":
+            end -= 1
+        return match.start(), end, "# Memory"
+    for start_marker, end_marker in markers:
+        start = text.find(start_marker)
+        if start == -1:
+            continue
+        end = text.find(end_marker, start + len(start_marker))
+        if end != -1:
+            return start, end + len(end_marker), f"{start_marker}...{end_marker}"
+    return None
+
+
+def entries(block: str) -> list[str]:
+    """The entries of a block: its non-empty inner lines, stripped; lines with a clock time excluded."""
+    lines = block.split("\n")[1:]
+    if lines and lines[-1].strip().startswith("</"):
+        lines = lines[:-1]
+    return [line.strip() for line in lines if line.strip() and not _CLOCK.search(line)]
+
+
+def correction(removed: list[str], restored: list[str]) -> str:
+    parts = ["Memory correction: the memory block in the system prompt is a snapshot from the start of this session."]
+    if removed:
+        parts.append("These entries have since been removed and no longer apply:\n" + _listed(removed))
+    if restored:
+        parts.append("These entries are back in memory and apply again:\n" + _listed(restored))
+    return "\n\n".join(parts)
+
+
+def _listed(items: list[str]) -> str:
+    return "\n".join(item if item.startswith(("- ", "* ")) else f"- {item}" for item in items)
+
+
+def snapshot_memory(view: View, journal: Journal, ctx: Context) -> tuple[View, Journal, list[Event]]:
+    if ctx.settings.memory_snapshot != "stable":
+        return view, journal, []
+    markers = [tuple(m) for m in ctx.settings.memory_markers]
+    for segment_index, segment in enumerate(view.head):
+        found = find_block(segment, markers)
+        if found:
+            break
+    else:
+        if journal.memory is not None:  # the block is gone entirely: a genuine change, passed through
+            return view, journal.replace(memory=None, notes=tuple(n for n in journal.notes if n.kind != "memory")), [
+                Event("memory", {"action": "block removed"})]
+        return view, journal, []
+    start, end, marker = found
+    block = segment[start:end]
+    memory = journal.memory
+    if memory is None or memory.marker != marker:
+        return view, journal.replace(memory=MemoryRecord(marker, block)), [
+            Event("memory", {"action": "snapshot", "entries": len(entries(block))})]
+    if block == memory.snapshot:
+        return view, journal, []
+    head = list(view.head)
+    head[segment_index] = segment[:start] + memory.snapshot + segment[end:]
+    view = view.replace(head=tuple(head))
+    now = set(entries(block))
+    removed_now = tuple(e for e in entries(memory.snapshot) if e not in now)
+    newly_removed = [e for e in removed_now if e not in memory.removed]
+    restored = [e for e in memory.removed if e in now]
+    events = [Event("memory", {"action": "kept snapshot", "added": len(now - set(entries(memory.snapshot)))})]
+    if not newly_removed and not restored:
+        return view, journal.replace(memory=MemoryRecord(marker, memory.snapshot, removed_now)), events
+    anchor = tail_anchor(ctx)
+    if anchor is None:  # nowhere to put the note yet: keep the record, report on a later request
+        return view, journal, events
+    note = Note(anchor[0], anchor[1], "memory", correction(newly_removed, restored))
+    journal = journal.replace(memory=MemoryRecord(marker, memory.snapshot, removed_now)).with_note(note)
+    events.append(Event("memory", {"action": "correction note", "removed": len(newly_removed), "restored": len(restored)}))
+    return view, journal, events

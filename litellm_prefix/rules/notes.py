@@ -1,0 +1,85 @@
+"""Injected notes: re-seeding when their anchors are gone, and placing them in the body.
+
+A note sits right after the client's body message it was anchored to (index and content
+hash), on the request where it was first sent and on every later one, so turn N's
+output stays a prefix of turn N+1's. Its role follows the target: a system (developer)
+message where mid-conversation system messages stay in place, else a user message that
+says it is an operator note.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..context import Context, Event
+from ..journal import Journal, Note, content_hash
+from ..view import View
+from .mid_system import SYSTEM_UPDATE_NOTE, target_keeps_mid_system
+
+DROPPED = object()  # placeholder for a body message a rule removed; keeps client indices stable
+
+
+def tail_anchor(ctx: Context) -> tuple[int, str] | None:
+    """The last client message: where a new note goes."""
+    if not ctx.client_body:
+        return None
+    index = len(ctx.client_body) - 1
+    return index, content_hash(ctx.client_body[index])
+
+
+def _anchor_holds(ctx: Context, index: int, anchor: str) -> bool:
+    return 0 <= index < len(ctx.client_body) and content_hash(ctx.client_body[index]) == anchor
+
+
+def reseed(view: View, journal: Journal, ctx: Context) -> tuple[View, Journal, list[Event]]:
+    """Drop the notes whose anchors are gone, and re-seed the state each of them carried."""
+    gone_kinds = {note.kind for note in journal.notes if not _anchor_holds(ctx, note.index, note.anchor)}
+    dropped = frozenset(k for k in journal.dropped if _dropped_key_holds(ctx, k))
+    if not gone_kinds and dropped == journal.dropped:
+        return view, journal, []
+    notes = tuple(n for n in journal.notes if n.kind not in gone_kinds)
+    updated = journal.replace(notes=notes, dropped=dropped)
+    if "memory" in gone_kinds:
+        updated = updated.replace(memory=None)
+    if "sections" in gone_kinds:
+        updated = updated.replace(pinned=None, told=None)
+    names = {kind.split(":", 1)[1] for kind in gone_kinds if kind.startswith("volatile:")}
+    if names:
+        updated = updated.replace(volatile=tuple(v for v in updated.volatile if v[0] not in names))
+    event = Event("reseed", {"parts": sorted(gone_kinds), "dropped_keys": len(journal.dropped) - len(dropped)})
+    return view, updated, [event]
+
+
+def _dropped_key_holds(ctx: Context, key: str) -> bool:
+    index, anchor, _ = key.split(":", 2)
+    return _anchor_holds(ctx, int(index), anchor)
+
+
+def note_message(view: View, ctx: Context, text: str) -> dict[str, Any]:
+    keeps = view.shape != "anthropic" and target_keeps_mid_system(
+        ctx.target, ctx.settings.supports_mid_conversation_system
+    )
+    if keeps:
+        role = "developer" if view.shape == "responses" else "system"
+        return {"role": role, "content": text}
+    return {"role": "user", "content": f"{SYSTEM_UPDATE_NOTE}\n\n{text}"}
+
+
+def place_notes(view: View, journal: Journal, ctx: Context) -> tuple[View, Journal, list[Event]]:
+    """Insert every journal note after its anchor; remove placeholders of dropped messages."""
+    if not journal.notes and not any(item is DROPPED for item in view.body):
+        return view, journal, []
+    after: dict[int, list[Note]] = {}
+    for note in journal.notes:
+        after.setdefault(note.index, []).append(note)
+    body: list[Any] = []
+    for index, item in enumerate(view.body):
+        if item is not DROPPED:
+            body.append(item)
+        for note in after.get(index, ()):
+            body.append(note_message(view, ctx, note.text))
+    return view.replace(body=tuple(body)), journal, []
+
+
+def is_mapping(item: Any) -> bool:
+    return isinstance(item, Mapping)
