@@ -70,15 +70,40 @@ def install_roots(e2e_dir):
 
 
 @pytest.fixture(scope="session")
-def proxy(e2e_dir, upstream):
-    """One real LiteLLM proxy process with the plugin, for the whole test session."""
+def redis_server(e2e_dir):
+    """A real redis-server for the whole test session (CI installs it; see .ci/run)."""
+    from procs import RedisServer
+
+    server = RedisServer(e2e_dir)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def replicas(e2e_dir, upstream, redis_server):
+    """Two real LiteLLM proxy processes with the plugin, sharing one Redis: started once, in parallel."""
     from procs import Proxy, proxy_config
 
-    log = e2e_dir / "prefix.jsonl"
-    px = Proxy(e2e_dir, proxy_config(upstream), {
-        "LITELLM_PREFIX_LOG": str(log),
-        "LITELLM_PREFIX_STABLE_PATH": "/srv/pi-home",
-    })
-    px.prefix_log = log
-    yield px
-    px.stop()
+    started = []
+    for name in ("proxy-a", "proxy-b"):
+        log = e2e_dir / f"{name}.jsonl"
+        px = Proxy(e2e_dir, proxy_config(upstream), {
+            "LITELLM_PREFIX_LOG": str(log),
+            "LITELLM_PREFIX_STABLE_PATH": "/srv/pi-home",
+            "LITELLM_PREFIX_STORE": redis_server.url,
+            "LITELLM_PREFIX_STORE_TIMEOUT_MS": "500",
+        }, name=name)
+        px.prefix_log = log
+        started.append(px)
+    try:
+        for px in started:
+            px.wait_ready()
+        yield started
+    finally:
+        for px in started:
+            px.stop()
+
+
+@pytest.fixture(scope="session")
+def proxy(replicas):
+    return replicas[0]

@@ -100,7 +100,9 @@ def proxy_config(upstream: Upstream) -> dict:
 
 
 class Proxy:
-    def __init__(self, workdir: Path, config: dict, env: dict[str, str]) -> None:
+    def __init__(self, workdir: Path, config: dict, env: dict[str, str], name: str = "proxy") -> None:
+        workdir = workdir / name
+        workdir.mkdir(exist_ok=True)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.key = "sk-test-" + secrets.token_hex(16)
@@ -113,9 +115,12 @@ class Proxy:
             [str(litellm_bin), "--config", str(self.config_path), "--host", "127.0.0.1", "--port", str(self.port)],
             cwd=workdir, env=full_env, stdout=self.log.open("w"), stderr=subprocess.STDOUT, start_new_session=True,
         )
-        wait_http(f"{self.url}/health/liveliness", self.proc, 120, self.log)
         self.client = httpx.Client(base_url=self.url, timeout=60,
                                    headers={"authorization": f"Bearer {self.key}"})
+
+    def wait_ready(self) -> "Proxy":
+        wait_http(f"{self.url}/health/liveliness", self.proc, 120, self.log)
+        return self
 
     def post(self, path: str, body: dict, **headers: str) -> httpx.Response:
         response = self.client.post(path, json=body, headers=headers)
@@ -125,3 +130,48 @@ class Proxy:
     def stop(self) -> None:
         self.client.close()
         stop(self.proc)
+
+
+class RedisServer:
+    """A real redis-server on 127.0.0.1, for the store tests; stopped (and restartable) by pid."""
+
+    def __init__(self, workdir: Path, port: int | None = None) -> None:
+        import shutil
+
+        self.binary = shutil.which("redis-server")
+        if self.binary is None:
+            raise RuntimeError("redis-server is not installed (apt-get install redis-server; .ci/run does this)")
+        self.port = port or free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.workdir = workdir
+        self.proc: subprocess.Popen | None = None
+        self.start()
+
+    def start(self) -> None:
+        log = self.workdir / f"redis-{self.port}.log"
+        self.proc = subprocess.Popen(
+            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--enable-debug-command", "local", "--dir", str(self.workdir)],
+            stdout=log.open("a"), stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
+                    s.sendall(b"PING\r\n")
+                    if s.recv(64).startswith(b"+PONG"):
+                        return
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError(f"redis-server did not start on port {self.port}")
+
+    def command(self, *args: str) -> bytes:
+        payload = f"*{len(args)}\r\n" + "".join(f"${len(a)}\r\n{a}\r\n" for a in args)
+        with socket.create_connection(("127.0.0.1", self.port), timeout=5) as s:
+            s.sendall(payload.encode())
+            return s.recv(4096)
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            stop(self.proc)
+            self.proc = None
