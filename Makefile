@@ -20,6 +20,7 @@ test: $(BIN)/.installed
 
 bench: $(BIN)/.installed
 	$(BIN)/python bench/overhead.py
+	$(BIN)/python bench/session_cost.py
 
 check: $(BIN)/.installed
 	$(BIN)/litellm-prefix check

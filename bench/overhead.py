@@ -1,6 +1,6 @@
 """Per-request cost of the litellm-prefix transform at 2k, 20k and 130k prompt tokens.
 
-Each sample is one turn of a pi-like session: a sectioned system prompt whose install
+Each sample is one turn of a pi-like session (in-memory journal, as the default install): a sectioned system prompt whose install
 path moves and whose tool order is shuffled between turns, 35 tools with schemas, a
 growing conversation with tool calls. Reported: median and p99 of the transform, and,
 measured in the same run, the ratio to serialising the request once with ``json.dumps``
@@ -12,6 +12,7 @@ machines; the absolute times depend on a shared, noisy machine.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import platform
@@ -50,7 +51,7 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
-def measure(tokens: int, samples: int) -> dict:
+async def measure(tokens: int, samples: int) -> dict:
     stabilizer = Stabilizer(Settings(path_check="absolute", stable_path="/srv/pi-home"))
     target = Target(model="openai/local", provider="openai")
     variants = requests_for(tokens, 6)
@@ -58,7 +59,7 @@ def measure(tokens: int, samples: int) -> dict:
     for i in range(samples):
         data = dict(variants[i % len(variants)])  # shallow: the transform never mutates nested client objects
         t0 = time.perf_counter_ns()
-        stabilizer.stabilize(data, "acompletion", target=target)
+        await stabilizer.stabilize(data, "acompletion", target=target)
         t1 = time.perf_counter_ns()
         json.dumps(variants[i % len(variants)])
         t2 = time.perf_counter_ns()
@@ -82,7 +83,7 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=300)
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "overhead.json"))
     args = parser.parse_args()
-    rows = [measure(tokens, args.samples if tokens < 100_000 else max(50, args.samples // 3))
+    rows = [asyncio.run(measure(tokens, args.samples if tokens < 100_000 else max(50, args.samples // 3)))
             for tokens in (2_000, 20_000, 130_000)]
     result = {"machine": f"{platform.machine()} {platform.processor() or ''} {os.cpu_count()} cpus, "
                          f"Python {platform.python_version()}".replace("  ", " "),

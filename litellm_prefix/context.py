@@ -1,6 +1,7 @@
 """What a rule may know besides the request: settings for this model, the target, a file-system probe."""
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -23,6 +24,9 @@ class Target:
     system_messages_first: bool = False
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
+
+
 @dataclass(frozen=True)
 class Context:
     settings: Settings
@@ -37,6 +41,17 @@ class Context:
     texts_fetched: bool = False
     # A warm-up ping (max_tokens 1): neither warns nor moves the recorded head.
     ping: bool = False
+    # Request-scoped memo of derived values (a tool's JSON by object id); never changes a result.
+    memo: dict = field(default_factory=dict, compare=False)
+
+    def tool_json(self, tool: Any) -> str:
+        """One tool's compact JSON, computed once per request however many rules ask."""
+        key = id(tool)
+        cached = self.memo.get(key)
+        if cached is None or cached[0] is not tool:
+            cached = (tool, _ENCODER.encode(tool))
+            self.memo[key] = cached
+        return cached[1]
 
 
 @dataclass(frozen=True)

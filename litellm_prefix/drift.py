@@ -27,10 +27,13 @@ def head_text(view: View) -> str:
     return JOIN.join(view.head)
 
 
-def tools_json(view: View) -> str:
+def tools_json(view: View, ctx: Context | None = None) -> str:
+    """The tools' JSON (what ``json.dumps(tools, separators=(",", ":"))`` gives), from the memo when there is one."""
     if not view.tools:
         return ""
-    return json.dumps(list(view.tools), ensure_ascii=False, separators=(",", ":"), default=str)
+    if ctx is None:
+        return json.dumps(list(view.tools), ensure_ascii=False, separators=(",", ":"), default=str)
+    return "[" + ",".join(ctx.tool_json(tool) for tool in view.tools) + "]"
 
 
 def fingerprint(text: str) -> str:
@@ -80,11 +83,11 @@ def body_chars(body: Sequence[Any]) -> int:
     return total
 
 
-def head_record(view: View) -> tuple[HeadRecord, dict[str, str]]:
+def head_record(view: View, ctx: Context | None = None) -> tuple[HeadRecord, dict[str, str]]:
     """The record of this head, and the texts (by hash) it refers to."""
     parts = head_sections(view)
     system = head_text(view)
-    tools = tools_json(view)
+    tools = tools_json(view, ctx)
     hashes = [content_hash(text) for _, text in parts]
     record = HeadRecord(
         fingerprint=fingerprint(system + "\x00" + tools),
@@ -145,7 +148,7 @@ def _offset(old: HeadRecord, new: HeadRecord, new_texts: dict[str, str], ctx: Co
 
 def record_head(view: View, journal: Journal, ctx: Context) -> tuple[View, Journal, list[Event]]:
     """Record the head sent; report a change that is not an append (never for pings)."""
-    record, texts = head_record(view)
+    record, texts = head_record(view, ctx)
     if ctx.ping:
         return view, journal, [Event("head", {"fingerprint": record.fingerprint})]
     old = journal.head

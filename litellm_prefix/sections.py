@@ -10,41 +10,59 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 PI_SECTIONS = frozenset({"preamble", "tools", "rules", "docs", "addendum", "project_context", "skills", "cwd"})
 JOIN = "\n\n"
-_SECTION = re.compile(r"(?ms)^<(?P<name>[A-Za-z][A-Za-z0-9_.-]*)>\n.*?\n</(?P=name)>$")
+_OPEN = re.compile(r"<([A-Za-z][A-Za-z0-9_.-]*)>\n")
 _REMOVED = re.compile(r'Removed system prompt section "(?P<name>[^"\n]+)"\.')
 _UPDATED = re.compile(r'Updated system prompt section "(?P<name>[^"\n]+)":\n\n')
 
 
-def parse_head(text: str) -> list[tuple[str, str]] | None:
-    """``[(name, block)]`` with ``JOIN.join(blocks) == text``, or ``None`` when the text is not sectioned."""
-    found = list(_SECTION.finditer(text))
-    if not found:
-        return None
-    out: list[tuple[str, str]] = []
-    position = 0
-    for i, match in enumerate(found):
-        gap = text[position : match.start()]
-        if i == 0:
-            if gap:
-                if not gap.endswith(JOIN) or len(gap) == len(JOIN):
-                    return None
-                out.append(("preamble", gap[: -len(JOIN)]))
-        elif gap != JOIN:
+@lru_cache(maxsize=16)
+def parse_head(text: str) -> tuple[tuple[str, str], ...] | None:
+    """``((name, block), ...)`` with ``JOIN.join(blocks) == text``, or ``None`` when the text is not sectioned.
+
+    Scanned with ``str.find`` (a regex over a 500 KB head is too slow for every request);
+    cached, since several rules ask about the same head string in one request.
+    """
+    start = 0 if _OPEN.match(text, 0) else -1
+    if start == -1:
+        at = text.find("\n\n<")
+        while at != -1 and not _OPEN.match(text, at + 2):
+            at = text.find("\n\n<", at + 2)
+        if at == -1:
             return None
-        out.append((match.group("name"), match.group(0)))
-        position = match.end()
-    if position != len(text):
-        return None
+        start = at + 2
+    out: list[tuple[str, str]] = [("preamble", text[: start - 2])] if start else []
+    position = start
+    while True:
+        opener = _OPEN.match(text, position)
+        if opener is None:
+            return None
+        name = opener.group(1)
+        closer = f"\n</{name}>"
+        end = text.find(closer, opener.end() - 1)
+        while end != -1 and not _ends_section(text, end + len(closer)):
+            end = text.find(closer, end + 1)
+        if end == -1:
+            return None
+        end += len(closer)
+        out.append((name, text[position:end]))
+        if end == len(text):
+            break
+        position = end + len(JOIN)
     names = [name for name, _ in out]
     if len(set(names)) != len(names):
         return None
-    return out
+    return tuple(out)
 
 
-def render_head(sections: list[tuple[str, str]]) -> str:
+def _ends_section(text: str, end: int) -> bool:
+    return end == len(text) or text.startswith(JOIN, end)
+
+
+def render_head(sections) -> str:
     return JOIN.join(block for _, block in sections)
 
 

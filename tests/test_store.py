@@ -180,3 +180,37 @@ async def test_redis_answering_slowly(redis_server):
         assert st.stats["store_fallbacks"] >= 1 and st.stats["errors"] == 0
     finally:
         sleeper.join(timeout=10)
+
+
+async def test_store_proxy_uses_the_proxys_own_redis(redis_server, monkeypatch):
+    import types
+
+    import redis.asyncio as redis
+
+    class FakeRedisCache:  # stands in for litellm's RedisCache (redis_usage_cache)
+        def init_async_client(self):
+            return redis.Redis.from_url(redis_server.url, decode_responses=True)
+
+    fake = types.ModuleType("litellm.proxy.proxy_server")
+    fake.redis_usage_cache = FakeRedisCache()
+    monkeypatch.setitem(sys.modules, "litellm.proxy.proxy_server", fake)
+    st = Stabilizer(Settings(path_check="absolute", store="proxy", store_timeout_ms=2000))
+    client = PiClient(session=f"proxy-store-{time.monotonic_ns()}")
+    client.user("hi")
+    await st.stabilize(client.request())
+    keys = redis_server.command("KEYS", "litellm-prefix:j:*")
+    assert b"litellm-prefix:j:" in keys and st.stats["store_fallbacks"] == 0
+
+
+async def test_store_proxy_without_redis_falls_back_to_memory(monkeypatch, caplog):
+    import types
+
+    fake = types.ModuleType("litellm.proxy.proxy_server")
+    fake.redis_usage_cache = None
+    monkeypatch.setitem(sys.modules, "litellm.proxy.proxy_server", fake)
+    st = Stabilizer(Settings(path_check="absolute", store="proxy"))
+    client = PiClient()
+    client.user("hi")
+    out = await st.stabilize(client.request())
+    assert out["messages"][-1] == {"role": "user", "content": "hi"}
+    assert st.stats["store_fallbacks"] >= 1 and "shared store unavailable" in caplog.text

@@ -20,24 +20,32 @@ from ..journal import Journal, MemoryRecord, Note
 from ..view import View
 from .notes import tail_anchor
 
-_MEMORY_SECTION = re.compile(r"(?ms)^<memory>\n.*?\n</memory>$")
-_MEMORY_HEADING = re.compile(r"(?m)^# Memory\b[^\n]*$")
-_NEXT_HEADING = re.compile(r"(?m)\n(?=# )")
+_MEMORY_HEADING = re.compile(r"# Memory\b")
 _CLOCK = re.compile(r"\b\d{1,2}:\d{2}(?::\d{2})?\b")
 
 
 def find_block(text: str, markers: list[tuple[str, str]]) -> tuple[int, int, str] | None:
     """(start, end, marker) of the first memory block in ``text``."""
-    match = _MEMORY_SECTION.search(text)
-    if match:
-        return match.start(), match.end(), "<memory>"
-    match = _MEMORY_HEADING.search(text)
-    if match:
-        following = _NEXT_HEADING.search(text, match.end())
-        end = following.start() if following else len(text)
-        while end > match.end() and text[end - 1] == "\n":
+    at = text.find("<memory>\n")
+    while at != -1:
+        if at == 0 or text[at - 1] == "\n":
+            end = text.find("\n</memory>", at)
+            if end != -1:
+                end += len("\n</memory>")
+                if end == len(text) or text[end] == "\n":
+                    return at, end, "<memory>"
+        at = text.find("<memory>\n", at + 1)
+    at = text.find("# Memory")
+    while at != -1 and not ((at == 0 or text[at - 1] == "\n") and _MEMORY_HEADING.match(text, at)):
+        at = text.find("# Memory", at + 1)
+    if at != -1:
+        line_end = text.find("\n", at)
+        line_end = len(text) if line_end == -1 else line_end
+        following = text.find("\n# ", line_end)
+        end = following if following != -1 else len(text)
+        while end > line_end and text[end - 1] == "\n":
             end -= 1
-        return match.start(), end, "# Memory"
+        return at, end, "# Memory"
     for start_marker, end_marker in markers:
         start = text.find(start_marker)
         if start == -1:

@@ -16,7 +16,6 @@ again gives the stable path: the rule is idempotent.
 """
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from ..context import Context, Event
@@ -102,21 +101,19 @@ def _rewrite_value(value: Any, ctx: Context, found: dict[str, int]) -> Any:
     return value
 
 
-def _may_mention(tools: tuple[Any, ...], suffix: str) -> bool:
-    """Cheap pre-check before walking every tool: one serialisation, one substring search."""
+def _may_mention(tools: tuple[Any, ...], ctx: Context) -> bool:
+    """Cheap pre-check before walking every tool: its JSON (memoised for the fingerprint), one substring search."""
+    suffix = ctx.settings.package_path_suffix
     if any(c in suffix for c in '"\\') or not suffix.isprintable():
         return True  # JSON would escape the suffix: walk to be sure
-    try:
-        return suffix in json.dumps(tools, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
-        return True
+    return any(suffix in ctx.tool_json(tool) for tool in tools)
 
 
 def stabilize_install_paths(view: View, ctx: Context) -> tuple[View, list[Event]]:
     found: dict[str, int] = {}
     head = tuple(rewrite_text(text, ctx, found) for text in view.head)
     tools = view.tools
-    if tools and _may_mention(tools, ctx.settings.package_path_suffix):
+    if tools and _may_mention(tools, ctx):
         new_tools = tuple(_rewrite_value(tool, ctx, found) for tool in tools)
         if any(a is not b for a, b in zip(tools, new_tools)):
             tools = new_tools
