@@ -128,7 +128,10 @@ def test_volatile_date_line_is_pinned_and_the_new_value_sent_once():
 
 
 def _patch_session(st: Stabilizer, extension_text: str = "- [ ] ship it"):
-    """A 12-turn pi session with a todo extension section and a notification-run flip."""
+    """A 12-turn pi session with a todo extension section and a notification-run flip.
+
+    Asserts each turn's exact output: the stable head, then the client's messages without
+    the flip's patch messages (the removal is dropped, the re-add is then a no-op)."""
     client = PiClient(extensions={"todo": extension_text})
     head = client.head()
     outputs = []
@@ -141,7 +144,10 @@ def _patch_session(st: Stabilizer, extension_text: str = "- [ ] ship it"):
             client.system(updated("todo", extension_text))  # ...and the section comes back
         else:
             client.user(f"typed prompt {turn}")
-        outputs.append(st.stabilize_sync(client.request())["messages"])
+        out = st.stabilize_sync(client.request())["messages"]
+        expected = [m for m in copy.deepcopy(client.body) if m["role"] != "system"]
+        assert out == [{"role": "system", "content": stable(head)}, *expected], f"turn {turn}"
+        outputs.append(out)
         client.assistant()
     return client, head, outputs
 
@@ -149,9 +155,7 @@ def _patch_session(st: Stabilizer, extension_text: str = "- [ ] ship it"):
 def test_notification_run_flip_never_reaches_the_model():
     st = _stabilizer()
     client, head, outputs = _patch_session(st)
-    without_patches = [m for m in client.body[:-1] if m["role"] != "system"]  # (last: the reply to turn 11)
-    assert outputs[-1] == [{"role": "system", "content": stable(head)}, *without_patches]
-    assert all(m["role"] != "system" for o in outputs for m in o[1:])
+    assert len(outputs) == 12
     _assert_monotone(outputs)
     assert st.stats["drift"] == 0
 
@@ -211,21 +215,33 @@ def test_no_op_updates_and_emptied_patches_are_dropped_in_any_run():
 
 
 def test_folded_patches_keep_the_pinned_head_during_a_notification_run():
+    """Twelve turns against a model without mid-conversation system support: pi folds patches into the head."""
     client = PiClient(extensions={"todo": "- [ ] a", "plan": "1. do it"})
     st = _stabilizer(supports_mid_conversation_system=False)
     pinned = client.head()
-    client.user("typed")
-    st.stabilize_sync(client.request())
-    client.assistant()
-    client.user(NOTIFICATION)
-    del client.extensions["todo"]  # pi folds the removal into the head
-    out = st.stabilize_sync(client.request())["messages"]
-    assert out[0]["content"] == stable(pinned)
-    client.assistant()
-    client.user("typed again")  # a typed run: the removal is genuine and reaches the model
-    out = st.stabilize_sync(client.request())["messages"]
-    assert out[0]["content"] == stable(client.head()) != stable(pinned)
-    assert st.stats["drift"] == 1
+    outputs = []
+    for turn in range(12):
+        expected_head = pinned
+        if turn == 3:
+            client.user(NOTIFICATION)
+            del client.extensions["todo"]  # folded removal during a notification run: kept out
+        elif turn == 4:
+            client.user("queued follow-up")
+            client.extensions = {"todo": "- [ ] a", **client.extensions}  # the re-add: the pinned head again
+        elif turn == 8:
+            client.user("turn the plan extension off")
+            del client.extensions["plan"]  # a typed run: the removal is genuine and reaches the model
+        else:
+            client.user(f"typed {turn}")
+        if turn >= 8:
+            expected_head = client.head()
+        out = st.stabilize_sync(client.request())["messages"]
+        assert out == [{"role": "system", "content": stable(expected_head)}, *copy.deepcopy(client.body)], f"turn {turn}"
+        outputs.append(out)
+        client.assistant()
+    _assert_monotone(outputs[:8])
+    _assert_monotone(outputs[8:])
+    assert st.stats["drift"] == 1  # only the genuine change
 
 
 def test_head_policy_pin_delivers_section_changes_as_notes():
@@ -278,3 +294,24 @@ def test_retries_with_the_same_call_id_do_not_duplicate_notes(turns):
     first = st.stabilize_sync(client.request(litellm_call_id="call-1"))
     again = st.stabilize_sync(copy.deepcopy(first))  # the deployment hook / a retry: same call id
     assert again["messages"] == first["messages"]
+
+
+@pytest.mark.parametrize("preset, before, after", [
+    ("todays-date", "Today's date: Tue Dec 01 2026", "Today's date: Wed Dec 02 2026"),
+    ("git-status", "gitStatus: This is the git status at the start of the conversation.\nCurrent branch: main\n\n"
+                   "Status:\nM src/a.py\n\nRecent commits:\nabc123 fix a\ndef456 add b",
+     "gitStatus: This is the git status at the start of the conversation.\nCurrent branch: main\n\n"
+     "Status:\nM src/a.py\nM src/c.py\n\nRecent commits:\n789abc wip\nabc123 fix a"),
+])
+def test_volatile_presets_for_opencode_and_claude_code(preset, before, after):
+    st = _stabilizer(volatile_presets=[preset])
+    prefix = "You are a coding agent.\n\n"
+    body = [{"role": "user", "content": "hi"}]
+    st.stabilize_sync({"model": "m", "messages": [{"role": "system", "content": prefix + before}, *body],
+                       "metadata": {"session_id": f"preset-{preset}"}})
+    body += [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "next"}]
+    out = st.stabilize_sync({"model": "m", "messages": [{"role": "system", "content": prefix + after}, *body],
+                             "metadata": {"session_id": f"preset-{preset}"}}, target=Target(provider="openai"))
+    assert out["messages"][0]["content"] == prefix + before
+    assert out["messages"][-1] == {"role": "system", "content": volatile_note(preset, after)}
+    assert st.stats["drift"] == 0
