@@ -15,7 +15,7 @@ import threading
 import traceback
 from collections import Counter
 from collections.abc import Mapping, MutableMapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from cachetools import TTLCache
@@ -47,7 +47,6 @@ class Report:
 
     head: str
     drift: dict[str, Any] | None = None
-    rewrites: dict[str, int] = field(default_factory=dict)
 
 
 def _own_output_mark(view) -> str:
@@ -165,7 +164,7 @@ class Stabilizer:
             session = key[:16] if key else None
             head = next((e.data["fingerprint"] for e in events if e.kind == "head"), None)
             if call_id and head:
-                self.reports[call_id] = Report(head=head, rewrites=dict(Counter(e.kind for e in rules)))
+                self.reports[call_id] = Report(head=head)
             if rules and session:
                 logger.debug("litellm-prefix: session %s rules %s", session, [e.kind for e in rules])
                 self._jsonl({"event": "rewrite", "session": session, "rules": [{"rule": e.kind, **e.data} for e in rules]})

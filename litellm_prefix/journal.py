@@ -22,10 +22,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from .view import View
 
 VERSION = 1
 
@@ -150,19 +149,3 @@ class Journal:
 
     def encoded(self) -> str:
         return json.dumps(self.to_json(), ensure_ascii=False, separators=(",", ":"), sort_keys=True)
-
-
-@dataclass(frozen=True)
-class Texts:
-    """Section texts by content hash: those of this request plus any fetched from the store."""
-
-    by_hash: dict[str, str] = field(default_factory=dict)
-
-    def get(self, digest: str) -> str | None:
-        return self.by_hash.get(digest)
-
-
-def anchor_of(view: View, index: int) -> str | None:
-    if 0 <= index < len(view.body):
-        return content_hash(view.body[index])
-    return None

@@ -124,7 +124,6 @@ def test_model_info_override_keeps_tool_order(proxy, upstream):
 
 def test_anthropic_messages_route(proxy, upstream, install_roots):
     upstream.take()
-    outs = []
     for root, seed in ((install_roots[0], 5), (install_roots[1], 6)):
         tools = anthropic_tools(shuffled(TOOL_NAMES, seed))
         tools[-1]["cache_control"] = {"type": "ephemeral"}

@@ -8,7 +8,6 @@ says it is an operator note.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from ..context import Context, Event
@@ -79,7 +78,3 @@ def place_notes(view: View, journal: Journal, ctx: Context) -> tuple[View, Journ
         for note in after.get(index, ()):
             body.append(note_message(view, ctx, note.text))
     return view.replace(body=tuple(body)), journal, []
-
-
-def is_mapping(item: Any) -> bool:
-    return isinstance(item, Mapping)
