@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: run test bench check clean
+.PHONY: run test bench check llama-server clean
 
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -18,9 +18,14 @@ run: $(BIN)/.installed
 test: $(BIN)/.installed
 	$(BIN)/python -m pytest -q
 
-bench: $(BIN)/.installed
+# llama.cpp's server, built once per machine into ~/.cache/litellm-prefix (7-9 minutes on 2 cores).
+llama-server: $(BIN)/.installed
+	$(BIN)/python tools/build_llama_server.py
+
+bench: $(BIN)/.installed llama-server
 	$(BIN)/python bench/overhead.py
 	$(BIN)/python bench/session_cost.py
+	$(BIN)/python bench/cache_real.py
 
 check: $(BIN)/.installed
 	$(BIN)/litellm-prefix check

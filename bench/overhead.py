@@ -1,11 +1,15 @@
-"""Per-request cost of the litellm-prefix transform at 2k, 20k and 130k prompt tokens.
+"""Per-request cost and memory of litellm-prefix, against LiteLLM proxy's own overhead.
 
 Each sample is one turn of a pi-like session (in-memory journal, as the default install): a sectioned system prompt whose install
 path moves and whose tool order is shuffled between turns, 35 tools with schemas, a
 growing conversation with tool calls. Reported: median and p99 of the transform, and,
 measured in the same run, the ratio to serialising the request once with ``json.dumps``
-(work every gateway does per request anyway). Ratios are what to compare across
-machines; the absolute times depend on a shared, noisy machine.
+(work every gateway does per request anyway), and to the LiteLLM proxy's own
+per-request overhead (its ``x-litellm-overhead-duration-ms`` header, a proxy without the
+plugin in front of the recording upstream, same request sizes). Memory: bytes of one
+session's journal, and the resident-memory growth of a process holding 10,000 pi-like
+sessions in the in-memory store (the plugin's share of a proxy's memory). Ratios are
+what to compare across machines; absolute times depend on a shared, noisy machine.
 
     make bench            # or: .venv/bin/python bench/overhead.py [--samples N]
 """
@@ -78,22 +82,90 @@ async def measure(tokens: int, samples: int) -> dict:
     }
 
 
+def proxy_overhead(sizes: tuple[int, ...], samples: int) -> dict[int, float]:
+    """Median of LiteLLM's own x-litellm-overhead-duration-ms per request size (no plugin)."""
+    import tempfile
+
+    from procs import Proxy, Upstream, proxy_config
+
+    work = Path(tempfile.mkdtemp(prefix="litellm-prefix-overhead-"))
+    upstream = Upstream(work)
+    config = proxy_config(upstream)
+    config["litellm_settings"] = {}
+    proxy = Proxy(work, config, {}).wait_ready()
+    try:
+        out = {}
+        for tokens in sizes:
+            variants = requests_for(tokens, 3)
+            values = []
+            for i in range(samples):
+                body = {k: v for k, v in variants[i % 3].items() if k != "metadata"}
+                response = proxy.post("/v1/chat/completions", body)
+                values.append(float(response.headers["x-litellm-overhead-duration-ms"]))
+            out[tokens] = statistics.median(values)
+        return out
+    finally:
+        proxy.stop()
+        upstream.stop()
+
+
+def memory(sessions: int) -> dict:
+    """Journal bytes per session and RSS growth for ``sessions`` pi-like sessions in memory."""
+    import gc
+    import resource
+
+    from litellm_prefix.store import MemoryStore
+
+    store = MemoryStore(sessions + 10, 3600)
+    stabilizer = Stabilizer(Settings(path_check="absolute", stable_path="/srv/pi-home",
+                                     max_sessions=sessions + 10), store=store)
+    target = Target(model="openai/local", provider="openai")
+    template = requests_for(20_000, 1)[0]
+    gc.collect()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+    async def fill() -> None:
+        for i in range(sessions):
+            data = {**template, "metadata": {"session_id": f"mem-{i}"},
+                    "messages": [template["messages"][0], {"role": "user", "content": f"session {i}"}]}
+            await stabilizer.stabilize(data, "acompletion", target=target)
+
+    asyncio.run(fill())
+    gc.collect()
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    journals = store.journal_bytes()
+    return {"sessions": sessions, "journal_bytes_median": int(statistics.median(journals)),
+            "rss_growth_mib": round((after - before) / 1024, 1),
+            "rss_per_session_bytes": int((after - before) * 1024 / sessions)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=300)
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "overhead.json"))
+    parser.add_argument("--no-proxy", action="store_true", help="skip the LiteLLM proxy comparison")
+    parser.add_argument("--sessions", type=int, default=10_000)
     args = parser.parse_args()
     rows = [asyncio.run(measure(tokens, args.samples if tokens < 100_000 else max(50, args.samples // 3)))
             for tokens in (2_000, 20_000, 130_000)]
+    if not args.no_proxy:
+        proxy = proxy_overhead((2_000, 20_000, 130_000), 40)
+        for row in rows:
+            row["proxy_overhead_median_ms"] = round(proxy[row["prompt_tokens_est"]], 3)
+            row["fraction_of_proxy_overhead"] = round(row["transform_median_ms"] / proxy[row["prompt_tokens_est"]], 3)
     result = {"machine": f"{platform.machine()} {platform.processor() or ''} {os.cpu_count()} cpus, "
                          f"Python {platform.python_version()}".replace("  ", " "),
-              "rows": rows}
+              "rows": rows, "memory": memory(args.sessions)}
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
     print(f"machine: {result['machine']}")
-    print(f"{'tokens':>8} {'median ms':>10} {'p99 ms':>8} {'json.dumps ms':>14} {'ratio':>6}")
+    print(f"{'tokens':>8} {'median ms':>10} {'p99 ms':>8} {'json.dumps ms':>14} {'ratio':>6} {'proxy ms':>9} {'share':>6}")
     for r in rows:
         print(f"{r['prompt_tokens_est']:>8} {r['transform_median_ms']:>10.3f} {r['transform_p99_ms']:>8.3f} "
-              f"{r['json_dumps_median_ms']:>14.3f} {r['ratio_to_json_dumps']:>6.2f}")
+              f"{r['json_dumps_median_ms']:>14.3f} {r['ratio_to_json_dumps']:>6.2f} "
+              f"{r.get('proxy_overhead_median_ms', float('nan')):>9.2f} {r.get('fraction_of_proxy_overhead', float('nan')):>6.1%}")
+    m = result["memory"]
+    print(f"memory: {m['journal_bytes_median']} journal bytes per session; {m['sessions']} sessions grew RSS by "
+          f"{m['rss_growth_mib']} MiB ({m['rss_per_session_bytes']} bytes per session)")
     print(f"written to {args.out}")
 
 

@@ -1,8 +1,9 @@
 """Fingerprints, first divergence and the cost of a changed head. Pure functions.
 
-The head is serialised as its system text (segments joined by a blank line) followed by
-a NUL and the tools' JSON (keys in the client's order: a reordered key is a changed
-byte on the wire). Its fingerprint is the first 16 hex digits of that string's SHA-256.
+The head is its system text (segments joined by a blank line) followed by the tools'
+JSON (keys in the client's order: a reordered key is a changed byte on the wire). Its
+fingerprint (16 hex digits) is a SHA-256 over the hashes of its parts (sections and
+tools), so it changes exactly when a byte of the head does.
 The journal keeps the head section by section (pi sections where the text has them,
 else one section per system segment) by content hash and length; the texts live in
 the store, so a drift report can name the first differing character without the
@@ -86,15 +87,15 @@ def body_chars(body: Sequence[Any]) -> int:
 def head_record(view: View, ctx: Context | None = None) -> tuple[HeadRecord, dict[str, str]]:
     """The record of this head, and the texts (by hash) it refers to."""
     parts = head_sections(view)
-    system = head_text(view)
     tools = tools_json(view, ctx)
     hashes = [content_hash(text) for _, text in parts]
+    tools_hash = content_hash(tools)
     record = HeadRecord(
-        fingerprint=fingerprint(system + "\x00" + tools),
+        # A hash over the parts' hashes: identifies the exact bytes without hashing the whole head again.
+        fingerprint=fingerprint("\x00".join(f"{name}:{h}" for (name, _), h in zip(parts, hashes)) + "\x00" + tools_hash),
         sections=tuple((name, h, len(text)) for (name, text), h in zip(parts, hashes)),
-        tools=content_hash(tools),
+        tools=tools_hash,
         tool_names=tuple(tool_name(t) for t in view.tools or ()),
-        text_hash=content_hash(system),
     )
     texts = {h: text for (_, text), h in zip(parts, hashes)}
     texts[record.tools] = tools

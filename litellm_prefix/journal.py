@@ -23,6 +23,7 @@ import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 
@@ -32,12 +33,19 @@ VERSION = 1
 def content_hash(value: Any) -> str:
     """A short, stable hash of a message or text (JSON with sorted keys for objects)."""
     if isinstance(value, str):
-        raw = value
+        return _text_hash(value)
     else:
         if hasattr(value, "model_dump"):
             value = value.model_dump()
         raw = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
     return hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()[:20]
+
+
+@lru_cache(maxsize=256)
+def _text_hash(text: str) -> str:
+    # Cached: several rules hash the same section strings in one request (and across
+    # requests of a session the head's strings repeat); the lookup costs one str hash.
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:20]
 
 
 @dataclass(frozen=True)
@@ -63,7 +71,6 @@ class HeadRecord:
     sections: tuple[tuple[str, str, int], ...]  # (name, content hash, length) in order
     tools: str  # hash of the tools JSON
     tool_names: tuple[str, ...]
-    text_hash: str  # hash of the whole system text (its blob holds the text)
 
 
 @dataclass(frozen=True)
@@ -107,7 +114,7 @@ class Journal:
         if self.head:
             h = self.head
             out["head"] = {"fp": h.fingerprint, "sections": [list(s) for s in h.sections], "tools": h.tools,
-                           "names": list(h.tool_names), "text": h.text_hash}
+                           "names": list(h.tool_names)}
         if self.pinned is not None:
             out["pinned"] = [list(s) for s in self.pinned]
         if self.told is not None:
@@ -135,7 +142,6 @@ class Journal:
                 sections=tuple((str(a), str(b), int(c)) for a, b, c in head["sections"]),
                 tools=head["tools"],
                 tool_names=tuple(head["names"]),
-                text_hash=head["text"],
             ) if head else None,
             pinned=tuple((str(a), str(b)) for a, b in raw["pinned"]) if "pinned" in raw else None,
             told=tuple((str(a), str(b)) for a, b in raw["told"]) if "told" in raw else None,

@@ -80,18 +80,43 @@ def redis_server(e2e_dir):
 
 
 @pytest.fixture(scope="session")
-def replicas(e2e_dir, upstream, redis_server):
+def llama_port():
+    from procs import free_port
+
+    return free_port()
+
+
+@pytest.fixture(scope="session")
+def llama(e2e_dir, llama_port):
+    """A real llama-server (prefix caching, one slot) with the tiny model; CI builds the binary first."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+    from build_llama_server import binary_path
+    from llama_server import LlamaServer
+
+    if not binary_path().is_file():
+        message = f"llama-server is not built ({binary_path()}): run python tools/build_llama_server.py"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    server = LlamaServer(llama_port, e2e_dir / "llama-server.log", build_if_missing=False)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def replicas(e2e_dir, upstream, redis_server, llama_port):
     """Two real LiteLLM proxy processes with the plugin, sharing one Redis: started once, in parallel."""
     from procs import Proxy, proxy_config
 
     started = []
     for name in ("proxy-a", "proxy-b"):
         log = e2e_dir / f"{name}.jsonl"
-        px = Proxy(e2e_dir, proxy_config(upstream), {
+        px = Proxy(e2e_dir, proxy_config(upstream, llama_port), {
             "LITELLM_PREFIX_LOG": str(log),
             "LITELLM_PREFIX_STABLE_PATH": "/srv/pi-home",
             "LITELLM_PREFIX_STORE": redis_server.url,
             "LITELLM_PREFIX_STORE_TIMEOUT_MS": "500",
+            "LITELLM_PREFIX_VOLATILE_PRESETS": "current-date,todays-date,git-status",
         }, name=name)
         px.prefix_log = log
         started.append(px)

@@ -77,10 +77,13 @@ class Upstream:
         stop(self.proc)
 
 
-def proxy_config(upstream: Upstream) -> dict:
+def proxy_config(upstream: Upstream, llama_port: int | None = None) -> dict:
     base = f"{upstream.url}/v1"
+    llama = [{"model_name": "llama-local",
+              "litellm_params": {"model": "openai/local", "api_base": f"http://127.0.0.1:{llama_port}/v1", "api_key": "none"},
+              "model_info": {"supports_mid_conversation_system": False}}] if llama_port else []
     return {
-        "model_list": [
+        "model_list": llama + [
             {"model_name": "chat-model",
              "litellm_params": {"model": "openai/upstream-chat", "api_base": base, "api_key": "dummy"}},
             {"model_name": "vllm-model",

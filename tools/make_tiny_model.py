@@ -18,11 +18,16 @@ from pathlib import Path
 
 os.environ.setdefault("RAYON_NUM_THREADS", "1")  # deterministic BPE training
 
+# ChatML; tools go into the first turn after its text, tool calls after the assistant's text
+# (as Qwen-style templates do), so tool order and schemas reach the prompt like on a real model.
 CHATML = (
     "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' }}"
     "{% if message['content'] is string %}{{ message['content'] }}"
     "{% elif message['content'] %}{% for part in message['content'] %}"
     "{% if part['type'] == 'text' %}{{ part['text'] }}{% endif %}{% endfor %}{% endif %}"
+    "{% if message['tool_calls'] %}{{ message['tool_calls'] | tojson }}{% endif %}"
+    "{% if loop.first and tools %}{{ '\\n\\n# Tools\\n' }}{% for tool in tools %}{{ tool | tojson }}{{ '\\n' }}"
+    "{% endfor %}{% endif %}"
     "{{ '<|im_end|>\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
 )
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
@@ -131,7 +136,7 @@ def default_path() -> Path:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from build_llama_server import cache_dir
 
-    return cache_dir().parent / "tiny-llama-chatml-v1.gguf"
+    return cache_dir().parent / "tiny-llama-chatml-v2.gguf"
 
 
 def ensure_model(path: Path | None = None) -> Path:

@@ -1,9 +1,12 @@
 """`make run`: start the LiteLLM proxy with litellm-prefix in front of an upstream, and say how to call it.
 
 Upstream: ``LITELLM_PREFIX_UPSTREAM`` (an OpenAI-compatible base URL), default
-``http://127.0.0.1:8080/v1``. When that default is used and nothing answers there, the
-bundled recording upstream (tools/recording_upstream.py, answers "ok") is started on
-that port, so the gateway works on a fresh machine with no API key.
+``http://127.0.0.1:8080/v1``. When that default is used and nothing answers there, a
+local llama-server with a tiny random-weight model (real prefix caching, noise output)
+is started there: built from source on first use (7-9 minutes, once per machine), so a
+newcomer gets a gateway in front of a real prefix-caching server with no API key.
+``LITELLM_PREFIX_UPSTREAM=echo`` starts the bundled recording upstream instead (instant,
+answers "ok"); so does a failed build.
 Port: ``LITELLM_PREFIX_PORT`` (default 4000). Master key: ``LITELLM_MASTER_KEY`` or a random one.
 """
 from __future__ import annotations
@@ -42,11 +45,26 @@ def main() -> int:
     port = env.get("LITELLM_PREFIX_PORT", "4000")
     children: list[subprocess.Popen] = []
 
+    echo = upstream == "echo"
+    if echo:
+        upstream = env["LITELLM_PREFIX_UPSTREAM"] = DEFAULT_UPSTREAM
+    llama = None
     if upstream == DEFAULT_UPSTREAM and not answers(f"{upstream}/models"):
-        print(f"No upstream answers at {upstream}: starting the bundled recording upstream there "
-              "(it answers 'ok'; set LITELLM_PREFIX_UPSTREAM to use a real server).", flush=True)
-        children.append(subprocess.Popen([sys.executable, str(ROOT / "tools" / "recording_upstream.py"),
-                                          "--port", "8080"], start_new_session=True))
+        if not echo:
+            try:
+                sys.path.insert(0, str(ROOT / "tools"))
+                from llama_server import LlamaServer
+
+                print("No upstream answers at 127.0.0.1:8080: starting a local llama-server with a tiny model "
+                      "(built on first use, several minutes).", flush=True)
+                llama = LlamaServer(8080, ROOT / ".run-llama-server.log")
+                print(f"llama-server ready at {llama.url} (prefix caching on, one slot)", flush=True)
+            except Exception as exc:  # no compiler, build failure: the demo still runs
+                print(f"llama-server unavailable ({exc}); using the recording upstream instead.", flush=True)
+        if llama is None:
+            print(f"Starting the bundled recording upstream at {upstream} (it answers 'ok').", flush=True)
+            children.append(subprocess.Popen([sys.executable, str(ROOT / "tools" / "recording_upstream.py"),
+                                              "--port", "8080"], start_new_session=True))
 
     litellm_bin = Path(sys.executable).parent / "litellm"
     cmd = [str(litellm_bin), "--config", str(ROOT / "config" / "proxy.yaml"), "--host", "127.0.0.1", "--port", port]
@@ -81,6 +99,8 @@ def main() -> int:
     except KeyboardInterrupt:
         return 0
     finally:
+        if llama is not None:
+            llama.stop()
         for child in children:
             if child.poll() is None:
                 os.killpg(child.pid, signal.SIGTERM)
