@@ -123,6 +123,7 @@ def main() -> None:
             scenario["with_over_stable"] = round(
                 scenario["with_plugin"]["reprocessed"] / max(1, scenario["stable_client"]["reprocessed"]), 3)
             results["scenarios"][name] = scenario
+            (ROOT / "bench" / "results" / "cache_real.json").write_text(json.dumps(results, indent=2) + "\n")
             print(f"{name:12} re-processed without {scenario['without_plugin']['reprocessed']:>7}  "
                   f"with {scenario['with_plugin']['reprocessed']:>7}  stable client "
                   f"{scenario['stable_client']['reprocessed']:>7}  (with/stable {scenario['with_over_stable']:.3f}); "

@@ -22,13 +22,11 @@ from cachetools import TTLCache
 
 from . import pipeline, wire
 from .context import Context, Event, Target
-from .drift import fingerprint, head_text
 from .journal import Journal
 from .session import scoped_key, session_id, tenant_of
 from .settings import Settings
 from .store import build_store
 from .symlink import ensure_symlink
-from .view import tool_name
 
 logger = logging.getLogger("litellm_prefix")
 
@@ -49,12 +47,6 @@ class Report:
     drift: dict[str, Any] | None = None
 
 
-def _own_output_mark(view) -> str:
-    """Cheap identity of an output: head text, tool names in order, body length."""
-    names = "\x00".join(tool_name(t) for t in view.tools or ())
-    return f"{fingerprint(head_text(view) + chr(0) + names)}:{len(view.body)}"
-
-
 class Stabilizer:
     def __init__(self, settings: Settings, store: Any = None) -> None:
         self.settings = settings
@@ -63,8 +55,11 @@ class Stabilizer:
         if store is not None:  # an explicit store (tests, replays): shared by several stabilizers
             self.store = self.local_store = store
         self.reports: TTLCache[str, Report] = TTLCache(maxsize=4096, ttl=600)
-        # litellm_call_id -> mark of the output this gateway produced for it (see pipeline.STATELESS_RULES)
-        self.applied: TTLCache[str, str] = TTLCache(maxsize=16384, ttl=900)
+        # litellm_call_ids this gateway already rewrote. The same call reaches the hooks again
+        # after the pre-call hook (the deployment hook), on retries and fallbacks, and, for
+        # /v1/messages served through another provider's API, translated into that API's
+        # shape: history-dependent rules run once per call, on the client's own request.
+        self.applied: TTLCache[str, bool] = TTLCache(maxsize=16384, ttl=900)
         self._linked: set[str] = set()
         self._log_lock = threading.Lock()
 
@@ -94,8 +89,7 @@ class Stabilizer:
             ctx = Context(settings=settings, target=target or Target(), client_body=view.body,
                           ping=is_warmup_ping(data))
             call_id = data.get("litellm_call_id") if isinstance(data.get("litellm_call_id"), str) else None
-            mark = self.applied.get(call_id) if call_id else None
-            if mark is not None and mark == _own_output_mark(view):
+            if call_id and call_id in self.applied:
                 new_view, _, events = pipeline.run(view, Journal(), ctx, pipeline.STATELESS_RULES)
                 key, drift = None, None
             else:
@@ -117,7 +111,7 @@ class Stabilizer:
         if updates:
             self.stats["rewritten"] += 1
         if call_id:
-            self.applied[call_id] = _own_output_mark(new_view)
+            self.applied[call_id] = True
         self._after(call_id, key, new_view, events, drift, settings, target)
         return data
 

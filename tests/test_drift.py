@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import logging
 
@@ -25,9 +26,13 @@ def _handler(tmp_path=None, **kwargs) -> PrefixStabilizer:
     return PrefixStabilizer(Settings(**kwargs))
 
 
+_CALL_IDS = itertools.count()
+
+
 def _request(system: str, *, tools=None, turns=2, session="sess-0001", **extra) -> dict:
     data = {"model": "openai/local", "messages": [{"role": "system", "content": system}, *conversation(turns)],
-            "metadata": {"session_id": session, "user_api_key_hash": "hash-a"}, "litellm_call_id": extra.pop("call_id", "c1")}
+            "metadata": {"session_id": session, "user_api_key_hash": "hash-a"},
+            "litellm_call_id": extra.pop("call_id", None) or f"call-{next(_CALL_IDS)}"}
     if tools is not None:
         data["tools"] = copy.deepcopy(tools)
     data.update(extra)
@@ -100,8 +105,8 @@ async def test_a_changed_leading_system_message_warns_and_reaches_the_model():
 
 async def test_tool_addition_warns_and_names_the_tool(tmp_path):
     h = _handler(tmp_path)
-    await _send(h, _request("sys", tools=openai_tools(TOOL_NAMES[:10])))
-    await _send(h, _request("sys", tools=openai_tools(TOOL_NAMES[:11])))
+    await _send(h, _request("sys", tools=openai_tools(TOOL_NAMES[:10]), call_id="t1"))
+    await _send(h, _request("sys", tools=openai_tools(TOOL_NAMES[:11]), call_id="t2"))
     event = [json.loads(x) for x in (tmp_path / "prefix.jsonl").read_text().splitlines() if '"drift"' in x][0]
     assert event["changed"] == ["tools"] and event["tools"] == {"added": [TOOL_NAMES[10]], "removed": []}
 

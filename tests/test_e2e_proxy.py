@@ -5,6 +5,7 @@ Assertions are on the bytes the upstream received.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from realistic import (
@@ -158,3 +159,21 @@ def test_responses_route(proxy, upstream, install_roots):
     assert "/srv/pi-home/docs" in first["instructions"]
     assert [t["name"] for t in first["tools"]] == sorted(TOOL_NAMES)
     assert first["input"][-1]["role"] == "developer"  # OpenAI keeps it in place: left alone
+
+
+def test_anthropic_route_bridged_to_another_api_keeps_notes_in_place(proxy, upstream):
+    """/v1/messages to an OpenAI-compatible deployment: LiteLLM translates the call (here into
+    the Responses API) and runs the deployment hook again on the translated shape. The
+    history-dependent rules must run once, on the client's own request: each turn's
+    upstream body extends the previous one, and the git-status note is sent once."""
+    from litellm_prefix.replay import load
+
+    upstream.take()
+    scenario = Path(__file__).resolve().parent.parent / "bench" / "scenarios" / "claude-code.noisy.jsonl"
+    for turn in load(scenario)[:9]:
+        proxy.post("/v1/messages", {**turn.request, "model": "chat-model"}, **{"x-session-id": "bridged-claude"})
+    bodies = [json.loads(r["body"]) for r in upstream.take()]
+    key = "input" if "input" in bodies[0] else "messages"
+    for earlier, later in zip(bodies, bodies[1:]):
+        assert later[key][: len(earlier[key])] == earlier[key]
+    assert json.dumps(bodies[-1]).count("Update (git-status)") == 1

@@ -20,7 +20,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from build_llama_server import binary_path, build  # noqa: E402
 from make_tiny_model import ensure_model  # noqa: E402
 
-ARGS = ["-np", "1", "-c", "32768", "--cache-prompt", "--jinja", "--no-webui", "-t", "2"]
+# One slot, prompt caching on, and no extra RAM prompt cache: the server reuses exactly the
+# longest common token prefix with the previous request (what the replay's model counts).
+ARGS = ["-np", "1", "-c", "32768", "--cache-prompt", "--cache-ram", "0", "--jinja", "--no-webui", "-t", "2"]
 
 
 def healthy(url: str) -> bool:

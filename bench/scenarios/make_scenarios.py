@@ -158,25 +158,28 @@ def codex(noisy: bool) -> list[dict]:
                     + "\n\n".join(paragraph(rng, 5) for _ in range(16)) + "\n\nCurrent date: 2026-12-01")
     names = [n for n in TOOL_NAMES[:20]]
     order = list(names)
-    items: list[dict] = [{"role": "developer", "content": "<environment_context>cwd: /home/alice/src/api</environment_context>"}]
+    items: list[dict] = [{"type": "message", "role": "developer",
+                          "content": "<environment_context>cwd: /home/alice/src/api</environment_context>"}]
     lines = []
     for turn in range(TURNS):
-        items.append({"role": "user", "content": f"Request {turn}: {paragraph(rng, 1)}"})
+        items.append({"type": "message", "role": "user", "content": f"Request {turn}: {paragraph(rng, 1)}"})
         if turn == 3 and noisy:
             order = shuffled(names, 9)
         if turn == 6:
             if noisy:
                 instructions = instructions.replace("2026-12-01", "2026-12-02")
             else:
-                items.append({"role": "user", "content": "(note) Current date: 2026-12-02"})
+                items.append({"type": "message", "role": "user", "content": "(note) Current date: 2026-12-02"})
         if turn == 8:
-            items.append({"role": "developer" if noisy else "user", "content": "Reminder: approvals are required for writes."})
+            items.append({"type": "message", "role": "developer" if noisy else "user",
+                          "content": "Reminder: approvals are required for writes."})
         request = {"model": "local", "max_output_tokens": 16, "instructions": instructions,
                    "input": copy.deepcopy(items), "tools": responses_tools(order)}
         lines.append({**request, "session_id": f"codex-{'noisy' if noisy else 'clean'}", "route": "responses",
                       "target": HOISTING})
         _tool_round(items, rng, turn, "responses")
-        items.append({"role": "assistant", "content": [{"type": "output_text", "text": f"Handled request {turn}."}]})
+        items.append({"type": "message", "role": "assistant",
+                      "content": [{"type": "output_text", "text": f"Handled request {turn}."}]})
     return lines
 
 
