@@ -16,7 +16,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from .context import Context, Event
+from .context import Context, Event, compact_json
 from .journal import HeadRecord, Journal, content_hash
 from .sections import JOIN, parse_head
 from .view import View, tool_name
@@ -29,12 +29,11 @@ def head_text(view: View) -> str:
 
 
 def tools_json(view: View, ctx: Context | None = None) -> str:
-    """The tools' JSON (what ``json.dumps(tools, separators=(",", ":"))`` gives), from the memo when there is one."""
+    """The tools' compact JSON, tool by tool (from the request's memo when there is a context)."""
     if not view.tools:
         return ""
-    if ctx is None:
-        return json.dumps(list(view.tools), ensure_ascii=False, separators=(",", ":"), default=str)
-    return "[" + ",".join(ctx.tool_json(tool) for tool in view.tools) + "]"
+    encode = ctx.tool_json if ctx is not None else compact_json
+    return "[" + ",".join(encode(tool) for tool in view.tools) + "]"
 
 
 def fingerprint(text: str) -> str:

@@ -79,9 +79,11 @@ class Upstream:
 
 def proxy_config(upstream: Upstream, llama_port: int | None = None) -> dict:
     base = f"{upstream.url}/v1"
-    llama = [{"model_name": "llama-local",
+    llama = ([{"model_name": "llama-local",
               "litellm_params": {"model": "openai/local", "api_base": f"http://127.0.0.1:{llama_port}/v1", "api_key": "none"},
-              "model_info": {"supports_mid_conversation_system": False}}] if llama_port else []
+              # the scenario's recorded install paths do not exist on this machine: check them as absolute
+              "model_info": {"supports_mid_conversation_system": False, "litellm_prefix": {"pathCheck": "absolute"}}}]
+             if llama_port else [])
     return {
         "model_list": llama + [
             {"model_name": "chat-model",

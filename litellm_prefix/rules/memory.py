@@ -25,27 +25,32 @@ _CLOCK = re.compile(r"\b\d{1,2}:\d{2}(?::\d{2})?\b")
 
 
 def find_block(text: str, markers: list[tuple[str, str]]) -> tuple[int, int, str] | None:
-    """(start, end, marker) of the first memory block in ``text``."""
-    at = text.find("<memory>\n")
-    while at != -1:
-        if at == 0 or text[at - 1] == "\n":
+    """(start, end, marker) of the first memory block in ``text``.
+
+    One pass over the head finds every "emory" (rare in prompts, and shared by both
+    built-in markers); each hit is then checked for ``<memory>`` or ``# Memory`` at a line start.
+    """
+    section = heading = None
+    at = text.find("emory")
+    while at != -1 and section is None:
+        if text.startswith("<memory>\n", at - 2) and (at == 2 or text[at - 3] == "\n"):
             end = text.find("\n</memory>", at)
-            if end != -1:
-                end += len("\n</memory>")
-                if end == len(text) or text[end] == "\n":
-                    return at, end, "<memory>"
-        at = text.find("<memory>\n", at + 1)
-    at = text.find("# Memory")
-    while at != -1 and not ((at == 0 or text[at - 1] == "\n") and _MEMORY_HEADING.match(text, at)):
-        at = text.find("# Memory", at + 1)
-    if at != -1:
-        line_end = text.find("\n", at)
+            if end != -1 and (end + 10 == len(text) or text[end + 10] == "\n"):
+                section = (at - 2, end + 10, "<memory>")
+        elif heading is None and text.startswith("# Memory", at - 3) and (at == 3 or text[at - 4] == "\n") \
+                and _MEMORY_HEADING.match(text, at - 3):
+            heading = at - 3
+        at = text.find("emory", at + 1)
+    if section:
+        return section
+    if heading is not None:
+        line_end = text.find("\n", heading)
         line_end = len(text) if line_end == -1 else line_end
         following = text.find("\n# ", line_end)
         end = following if following != -1 else len(text)
         while end > line_end and text[end - 1] == "\n":
             end -= 1
-        return at, end, "# Memory"
+        return heading, end, "# Memory"
     for start_marker, end_marker in markers:
         start = text.find(start_marker)
         if start == -1:

@@ -72,31 +72,25 @@ def _sort_entry_runs(lines: list[str]) -> list[str]:
 
 
 def sort_tools_section(text: str) -> str:
-    """Sort the entries of every ``<tools>`` section (``<tools>`` and ``</tools>`` on lines of their own)."""
-    pieces: list[str] = []
-    last = 0
+    """Sort the entries of the head's ``<tools>`` section (``<tools>`` and ``</tools>`` on lines of their own).
+
+    Only the first such section: a head has one, and scanning a 500 KB head for a second
+    would cost more than the whole rule.
+    """
     at = text.find(_OPEN)
-    while at != -1:
-        if at == 0 or text[at - 1] == "\n":
-            body_start = at + len(_OPEN)
-            close = text.find(_CLOSE, body_start - 1)
-            while close != -1 and not _closes_line(text, close + len(_CLOSE)):
-                close = text.find(_CLOSE, close + 1)
-            if close == -1:
-                break
-            body = text[body_start:close]
-            sorted_body = "\n".join(_sort_entry_runs(body.split("\n")))
-            if sorted_body != body:
-                pieces.append(text[last:body_start])
-                pieces.append(sorted_body)
-                last = close
-            at = text.find(_OPEN, close + len(_CLOSE))
-        else:
-            at = text.find(_OPEN, at + 1)
-    if not pieces:
+    while at != -1 and not (at == 0 or text[at - 1] == "\n"):
+        at = text.find(_OPEN, at + 1)
+    if at == -1:
         return text
-    pieces.append(text[last:])
-    return "".join(pieces)
+    body_start = at + len(_OPEN)
+    close = text.find(_CLOSE, body_start - 1)
+    while close != -1 and not _closes_line(text, close + len(_CLOSE)):
+        close = text.find(_CLOSE, close + 1)
+    if close == -1:
+        return text
+    body = text[body_start:close]
+    sorted_body = "\n".join(_sort_entry_runs(body.split("\n")))
+    return text if sorted_body == body else text[:body_start] + sorted_body + text[close:]
 
 
 def _closes_line(text: str, end: int) -> bool:
