@@ -26,11 +26,18 @@ REPLY = "ok"
 
 
 def _common_prefix_len(a: str, b: str) -> int:
+    """Length of the common prefix, by binary search on slice equality (fast on 500 KB bodies)."""
     n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
+    if a[:n] == b[:n]:
+        return n
+    lo, hi = 0, n
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if a[lo : mid + 1] == b[lo : mid + 1]:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
 
 
 class _State:
@@ -130,6 +137,9 @@ def _responses_response(model: str, prompt_chars: int, cached_chars: int) -> dic
 def make_handler(state: _State):
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # Buffered writes: status, headers and body leave in one send (unbuffered, they go as
+        # separate small packets and Nagle + delayed ACK add ~40 ms to a keep-alive client).
+        wbufsize = 1 << 16
         state = None  # set below, for in-process users (examples)
 
         def log_message(self, fmt, *args):  # keep test output quiet
