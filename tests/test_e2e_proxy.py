@@ -177,3 +177,16 @@ def test_anthropic_route_bridged_to_another_api_keeps_notes_in_place(proxy, upst
     for earlier, later in zip(bodies, bodies[1:]):
         assert later[key][: len(earlier[key])] == earlier[key]
     assert json.dumps(bodies[-1]).count("Update (git-status)") == 1
+
+
+def test_replay_via_a_running_proxy(proxy, upstream, capsys):
+    """`litellm-prefix replay FILE --via URL` sends each request through the proxy and sums cached tokens."""
+    from litellm_prefix.cli import main
+
+    upstream.take()
+    scenario = Path(__file__).resolve().parent.parent / "bench" / "scenarios" / "pi.clean.jsonl"
+    assert main(["replay", str(scenario), "--via", proxy.url, "--key", proxy.key, "--model", "chat-model"]) == 0
+    out = capsys.readouterr().out
+    per_request = [line for line in out.splitlines() if line.strip()[:1].isdigit()]
+    assert len(per_request) == 12 and "total: prompt" in out
+    assert len(upstream.take()) == 12
