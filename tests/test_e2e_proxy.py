@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
+
+from litellm_prefix.replay import common_prefix
 from realistic import (
     TOOL_NAMES,
     anthropic_tools,
@@ -27,15 +29,6 @@ def _drift_events(proxy, session_marker: str | None = None) -> list[dict]:
     if not proxy.prefix_log.exists():
         return []
     return [json.loads(line) for line in proxy.prefix_log.read_text().splitlines() if '"event": "drift"' in line]
-
-
-def _common_prefix(a: str, b: str) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 def _chat_turn(root: str, order_seed: int, turns: int, system_sections=None, **extra) -> dict:
@@ -74,7 +67,7 @@ def test_chat_turns_with_moved_install_and_shuffled_tools_reach_upstream_byte_st
     assert "/srv/pi-home/docs" in system and "node_modules" not in system
     # on the wire: each turn's bytes share everything up to the end of the previous turn's head
     for earlier, later in zip(raws, raws[1:]):
-        assert _common_prefix(earlier, later) > _head_end(later)
+        assert common_prefix(earlier, later) > _head_end(later)
     assert len(_drift_events(proxy)) == drift_before  # no warning for normalised noise
 
 
