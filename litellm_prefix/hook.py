@@ -111,6 +111,7 @@ class PrefixStabilizer(CustomLogger):
             cls.async_pre_call_hook = PrefixStabilizer.async_pre_call_hook
 
     async def async_pre_call_hook(self, user_api_key_dict: Any, cache: Any, data: dict, call_type: Any) -> dict:
+        group = ""
         try:
             group = data.get("model") if isinstance(data.get("model"), str) else ""
             deployment = _proxy_deployment(group) or {}

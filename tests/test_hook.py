@@ -124,3 +124,16 @@ async def test_non_chat_call_types_are_untouched():
     data = {"model": "text-embedding-3-small", "input": ["/a/b/node_modules/@earendil-works/pi-coding-agent"]}
     snapshot = copy.deepcopy(data)
     assert await handler.async_pre_call_deployment_hook(data, "aembedding") == snapshot
+
+
+async def test_a_failing_deployment_lookup_still_stabilizes(monkeypatch, caplog):
+    import litellm_prefix.hook as hook
+
+    def broken(group):
+        raise RuntimeError("router exploded")
+
+    monkeypatch.setattr(hook, "_proxy_deployment", broken)
+    handler = PrefixStabilizer(Settings(path_check="absolute", stable_path="/srv/pi-home"))
+    out = await handler.async_pre_call_hook(None, None, _noisy_request(), "acompletion")
+    assert "/srv/pi-home/docs" in out["messages"][0]["content"]
+    assert "could not resolve the deployment" in caplog.text
