@@ -139,3 +139,10 @@ def test_symlink_follows_a_moved_install_and_never_touches_a_real_directory(tmp_
     real_dir.mkdir()
     Stabilizer(Settings(stable_path=str(real_dir), create_symlink=True)).stabilize_sync(_pi_request(str(new)))
     assert real_dir.is_dir() and not real_dir.is_symlink()
+
+
+def test_nested_roots_are_rewritten_each_as_itself(ctx):
+    inner = f"/home/u/lib/{PI_SUFFIX}"
+    outer = f"/x{inner}"
+    out = _rewrite(f"a {inner}/docs and b {outer}/docs", ctx(stable_path="/s"))
+    assert out == "a /s/docs and b /s/docs"

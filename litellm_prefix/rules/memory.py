@@ -17,6 +17,7 @@ import re
 
 from ..context import Context, Event
 from ..journal import Journal, MemoryRecord, Note
+from ..sections import JOIN, parse_head
 from ..view import View
 from .notes import tail_anchor
 
@@ -61,6 +62,26 @@ def find_block(text: str, markers: list[tuple[str, str]]) -> tuple[int, int, str
     return None
 
 
+def locate_block(text: str, markers: list[tuple[str, str]]) -> tuple[int, int, str] | None:
+    """The memory block of a head segment. In a pi sectioned head it is the ``<memory>`` section
+    (a "# Memory" heading inside another section, e.g. the project's AGENTS.md, is that
+    section's prose), found from the parsed sections without scanning the text again."""
+    sections = parse_head(text)
+    if sections is None:
+        return find_block(text, markers)
+    offset = 0
+    for name, block in sections:
+        if name == "memory":
+            return offset, offset + len(block), "<memory>"
+        offset += len(block) + len(JOIN)
+    for start_marker, end_marker in markers:
+        start = text.find(start_marker)
+        end = text.find(end_marker, start + len(start_marker)) if start != -1 else -1
+        if end != -1:
+            return start, end + len(end_marker), f"{start_marker}...{end_marker}"
+    return None
+
+
 def entries(block: str) -> list[str]:
     """The entries of a block: its non-empty inner lines, stripped; lines with a clock time excluded."""
     lines = block.split("\n")[1:]
@@ -87,7 +108,7 @@ def snapshot_memory(view: View, journal: Journal, ctx: Context) -> tuple[View, J
         return view, journal, []
     markers = [tuple(m) for m in ctx.settings.memory_markers]
     for segment_index, segment in enumerate(view.head):
-        found = find_block(segment, markers)
+        found = locate_block(segment, markers)
         if found:
             break
     else:

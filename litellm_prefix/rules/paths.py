@@ -38,7 +38,7 @@ def _ends_root(text: str, end: int) -> bool:
     return False
 
 
-def find_roots(text: str, suffix: str) -> list[tuple[int, int]]:
+def find_roots(text: str, suffix: str, hits: list[int] | None = None) -> list[tuple[int, int]]:
     """(start, end) of every install-root candidate in ``text``.
 
     Found by searching for ``/<suffix>`` and scanning back to where the path mention
@@ -49,6 +49,8 @@ def find_roots(text: str, suffix: str) -> list[tuple[int, int]]:
     found: list[tuple[int, int]] = []
     at = text.find(needle)
     while at != -1:
+        if hits is not None:
+            hits.append(at)
         end = at + len(needle)
         if _ends_root(text, end):
             start = at
@@ -68,18 +70,33 @@ def rewrite_text(text: str, ctx: Context, found: dict[str, int]) -> str:
         return text
     stable = ctx.settings.resolved_stable_path
     check = ctx.settings.path_check == "exists"
-    pieces: list[str] = []
-    last = 0
-    for start, end in find_roots(text, suffix):
+    spans: list[tuple[int, int]] = []
+    roots: dict[str, int] = {}
+    hits: list[int] = []
+    for start, end in find_roots(text, suffix, hits):
         root = text[start:end]
         if root == stable or (check and not ctx.path_exists(root)):
             continue
-        found[root] = found.get(root, 0) + 1
+        spans.append((start, end))
+        roots[root] = roots.get(root, 0) + 1
+    if not spans:
+        return text
+    for root, count in roots.items():
+        found[root] = found.get(root, 0) + count
+    distinct = list(roots)
+    nested = any(a != b and a in b for a in distinct for b in distinct)
+    if len(spans) == len(hits) and not nested:
+        # Every mention of the suffix is a qualifying root (any other occurrence of a root
+        # string would have been a mention too): str.replace copies a long head once.
+        for root in roots:
+            text = text.replace(root, stable)
+        return text
+    pieces: list[str] = []
+    last = 0
+    for start, end in spans:
         pieces.append(text[last:start])
         pieces.append(stable)
         last = end
-    if not pieces:
-        return text
     pieces.append(text[last:])
     return "".join(pieces)
 

@@ -90,7 +90,10 @@ def sort_tools_section(text: str) -> str:
         return text
     body = text[body_start:close]
     sorted_body = "\n".join(_sort_entry_runs(body.split("\n")))
-    return text if sorted_body == body else text[:body_start] + sorted_body + text[close:]
+    if sorted_body == body:
+        return text
+    # One copy of the head (slicing and concatenating would copy it twice; at 500 KB that shows).
+    return text.replace(text[at:close], text[at:body_start] + sorted_body, 1)
 
 
 def _closes_line(text: str, end: int) -> bool:
