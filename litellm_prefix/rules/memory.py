@@ -9,7 +9,8 @@ request. Lines that carry a clock time are never reported (they change on every 
 the gateway itself never adds a time to the head. ``refresh`` is exact pass-through.
 
 Blocks: a ``<memory>`` section, a ``# Memory`` block (up to the next top-level heading),
-or a configured ``[start, end]`` marker pair.
+or a configured ``[start, end]`` marker pair; in a pi sectioned head, its ``<memory>``
+section (or a configured marker pair).
 """
 from __future__ import annotations
 
