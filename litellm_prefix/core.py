@@ -51,9 +51,10 @@ class Stabilizer:
     def __init__(self, settings: Settings, store: Any = None) -> None:
         self.settings = settings
         self.stats: Counter[str] = Counter()
-        self.store, self.local_store = build_store(settings, self.stats)
         if store is not None:  # an explicit store (tests, replays): shared by several stabilizers
             self.store = self.local_store = store
+        else:
+            self.store, self.local_store = build_store(settings, self.stats)
         self.reports: TTLCache[str, Report] = TTLCache(maxsize=4096, ttl=600)
         # litellm_call_ids this gateway already rewrote. The same call reaches the hooks again
         # after the pre-call hook (the deployment hook), on retries and fallbacks, and, for

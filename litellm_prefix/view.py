@@ -33,6 +33,14 @@ def field_of(item: Any, key: str) -> Any:
     return getattr(item, key, None)
 
 
+SYSTEM_ROLES = frozenset({"system", "developer"})
+
+
+def is_system_message(item: Any) -> bool:
+    """A system or developer message (chat message or Responses ``message`` item)."""
+    return isinstance(item, Mapping) and item.get("role") in SYSTEM_ROLES and item.get("type", "message") == "message"
+
+
 def tool_name(tool: Any) -> str:
     """The name of a tool in any shape: OpenAI ``function.name``, Anthropic/Responses ``name``."""
     if not isinstance(tool, Mapping):

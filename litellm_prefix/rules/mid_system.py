@@ -29,14 +29,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..context import Context, Event, Target
-from ..view import View
+from ..view import View, is_system_message
 
 SYSTEM_UPDATE_NOTE = (
     "Operator note (not from the user): the following was sent as a mid-conversation system update."
 )
 HOISTING_PROVIDERS = frozenset({"gemini", "vertex_ai", "vertex_ai_beta"})
 _SYSTEM_FIRST_PROVIDERS = frozenset({"openai", "azure", "text-completion-openai", "custom_openai"})
-_MID_ROLES = frozenset({"system", "developer"})
 
 
 def target_keeps_mid_system(target: Target, declared: bool | None) -> bool:
@@ -64,21 +63,17 @@ def as_system_update(message: Mapping[str, Any], text_part: str) -> dict[str, An
     return {**converted, "role": "user", "content": new_content}
 
 
-def _is_mid_system(item: Any) -> bool:
-    return isinstance(item, Mapping) and item.get("role") in _MID_ROLES and item.get("type", "message") == "message"
-
-
 def place_mid_conversation_system(view: View, ctx: Context) -> tuple[View, list[Event]]:
     if view.shape == "anthropic":  # Anthropic messages have no system role inside ``messages``
         return view, []
-    if not any(_is_mid_system(item) for item in view.body):
+    if not any(is_system_message(item) for item in view.body):
         return view, []
     if target_keeps_mid_system(ctx.target, ctx.settings.supports_mid_conversation_system):
         return view, []
     body = []
     converted = 0
     for item in view.body:
-        if _is_mid_system(item):
+        if is_system_message(item):
             body.append(as_system_update(item, view.text_part))
             converted += 1
         else:

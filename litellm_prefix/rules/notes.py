@@ -13,7 +13,7 @@ from typing import Any
 from ..context import Context, Event
 from ..journal import Journal, Note, content_hash
 from ..view import View
-from .mid_system import SYSTEM_UPDATE_NOTE, target_keeps_mid_system
+from .mid_system import as_system_update, target_keeps_mid_system
 
 DROPPED = object()  # placeholder for a body message a rule removed; keeps client indices stable
 
@@ -58,10 +58,8 @@ def note_message(view: View, ctx: Context, text: str) -> dict[str, Any]:
     keeps = view.shape != "anthropic" and target_keeps_mid_system(
         ctx.target, ctx.settings.supports_mid_conversation_system
     )
-    if keeps:
-        role = "developer" if view.shape == "responses" else "system"
-        return {"role": role, "content": text}
-    return {"role": "user", "content": f"{SYSTEM_UPDATE_NOTE}\n\n{text}"}
+    role = "developer" if view.shape == "responses" else "system"
+    return {"role": role, "content": text} if keeps else as_system_update({"content": text}, view.text_part)
 
 
 def place_notes(view: View, journal: Journal, ctx: Context) -> tuple[View, Journal, list[Event]]:

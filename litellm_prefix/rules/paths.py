@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..context import Context, Event
-from ..view import View
+from ..view import View, is_system_message
 
 _BOUNDARY_CHARS = frozenset("\"'`(<[")
 # Characters that cannot be part of a path mention: they end it on both sides.
@@ -135,7 +135,7 @@ def stabilize_install_paths(view: View, ctx: Context) -> tuple[View, list[Event]
         if any(a is not b for a, b in zip(tools, new_tools)):
             tools = new_tools
     body = view.body
-    if any(_is_system_message(item) for item in body):
+    if any(is_system_message(item) for item in body):
         new_body = tuple(_rewrite_system_message(item, ctx, found) for item in body)
         if any(a is not b for a, b in zip(body, new_body)):
             body = new_body
@@ -145,13 +145,9 @@ def stabilize_install_paths(view: View, ctx: Context) -> tuple[View, list[Event]
     return view.replace(head=head, tools=tools, body=body), events
 
 
-def _is_system_message(item: Any) -> bool:
-    return isinstance(item, dict) and item.get("role") in ("system", "developer")
-
-
 def _rewrite_system_message(item: Any, ctx: Context, found: dict[str, int]) -> Any:
     """Mid-conversation system messages (reminders, section patches) are head text too."""
-    if not _is_system_message(item):
+    if not is_system_message(item):
         return item
     content = item.get("content")
     new = _rewrite_value(content, ctx, found)

@@ -4,20 +4,14 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from ..view import field_of
-
-HEAD_ROLES = frozenset({"system", "developer"})
-
-
-def is_head_message(item: Any) -> bool:
-    return isinstance(item, Mapping) and item.get("role") in HEAD_ROLES and item.get("type", "message") == "message"
+from ..view import field_of, is_system_message
 
 
 def head_length(items: Sequence[Any]) -> int:
     """How many leading items are system/developer messages (the head)."""
     n = 0
     for item in items:
-        if not is_head_message(item):
+        if not is_system_message(item):
             break
         n += 1
     return n

@@ -5,7 +5,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..view import View
-from ._messages import check_consumed, content_texts, read_tools, tools_update, with_content_texts
+from ._messages import check_consumed, content_texts, read_tools, same_items, tools_update, with_content_texts
 
 name = "anthropic"
 PART_TYPES = frozenset({"text"})
@@ -35,6 +35,6 @@ def write(data: Mapping[str, Any], view: View) -> dict[str, Any]:
     if new_system is not system:
         updates["system"] = new_system
     messages = data.get("messages") or []
-    if len(view.body) != len(messages) or any(a is not b for a, b in zip(messages, view.body)):
+    if not same_items(messages, view.body):
         updates["messages"] = list(view.body)
     return updates
