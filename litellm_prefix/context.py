@@ -27,6 +27,11 @@ class Target:
     cost_map_mid_system: bool | None = None
     # LiteLLM's openai_system_messages_first switch, read at request time.
     system_messages_first: bool = False
+    # Provider cache hints (rules/hints.py): LiteLLM forwards ``prompt_cache_key`` to this
+    # target; the target reads Anthropic ``cache_control`` breakpoints (Anthropic, Bedrock,
+    # Vertex Claude).
+    accepts_prompt_cache_key: bool = False
+    reads_cache_control: bool = False
 
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
@@ -62,6 +67,8 @@ class Context:
     ping: bool = False
     # Request-scoped memo of derived values (a tool's JSON by object id); never changes a result.
     memo: dict = field(default_factory=dict, compare=False)
+    # The tenant-scoped session key (session.scoped_key): provider hints derive from it.
+    session_key: str = ""
 
     def tool_json(self, tool: Any) -> str:
         """One tool's compact JSON, computed once per request however many rules ask."""

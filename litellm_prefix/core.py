@@ -76,8 +76,11 @@ class Stabilizer:
         model_info: Mapping[str, Any] | None = None,
         api_key_hash: str | None = None,
         team_id: str | None = None,
+        hints: bool = False,
     ) -> MutableMapping[str, Any]:
-        """Rewrite ``data`` in place (top-level fields only) and return it; never raises."""
+        """Rewrite ``data`` in place (top-level fields only) and return it; never raises.
+
+        ``hints``: also add provider cache hints (the deployment hook, which knows the target)."""
         if not self.settings.enabled:
             return data
         try:
@@ -108,6 +111,8 @@ class Stabilizer:
             )
             return data
         data.update(updates)
+        if hints:
+            events = events + self._apply_hints(data, adapter.name, ctx, key, view, api_key_hash, team_id)
         self.stats["requests"] += 1
         if updates:
             self.stats["rewritten"] += 1
@@ -115,6 +120,22 @@ class Stabilizer:
             self.applied[call_id] = True
         self._after(call_id, key, new_view, events, drift, settings, target)
         return data
+
+    def _apply_hints(self, data, shape: str, ctx: Context, key, view, api_key_hash, team_id) -> list[Event]:
+        """Provider cache hints on the stabilized request (rules/hints.py); fails open on its own."""
+        try:
+            if key is None:
+                key = scoped_key(tenant_of(data, api_key_hash, team_id), session_id(data, view)[0])
+            updates, events = pipeline.run_hints(data, shape, dataclasses.replace(ctx, session_key=key))
+        except Exception as exc:
+            self.stats["errors"] += 1
+            logger.error("litellm-prefix: internal error in provider hints, none added (%s)\n%s",
+                         type(exc).__name__, "".join(traceback.format_tb(exc.__traceback__)))
+            return []
+        if updates:
+            data.update(updates)
+            self.stats["hinted"] += 1
+        return events
 
     def stabilize_sync(self, data: MutableMapping[str, Any], call_type: Any = None, **kwargs: Any):
         """``stabilize`` for code without an event loop (scripts, tests); memory store only."""

@@ -19,6 +19,7 @@ from typing import Any
 
 from litellm.integrations.custom_logger import CustomLogger
 
+from .affinity import SessionAffinity, give_session_id, session_key
 from .context import Target
 from .core import Stabilizer
 from .settings import Settings, load_settings
@@ -62,7 +63,42 @@ def _declared_mid_system(model_info: Mapping[str, Any] | None) -> bool | None:
     return None
 
 
-def target_for(model: str, provider: str | None, model_info: Mapping[str, Any] | None) -> Target:
+@lru_cache(maxsize=1024)
+def _accepts_prompt_cache_key(model: str, provider: str, call_type: str) -> bool:
+    """LiteLLM forwards ``prompt_cache_key`` for this provider and route (never where it would drop or reject it)."""
+    try:
+        import litellm
+
+        if call_type in ("aresponses", "responses"):
+            from litellm.utils import ProviderConfigManager
+
+            config = ProviderConfigManager.get_provider_responses_api_config(
+                provider=litellm.LlmProviders(provider), model=model)
+            if config is not None:
+                return "prompt_cache_key" in (config.get_supported_openai_params(model) or ())
+        elif call_type not in ("acompletion", "completion"):
+            return False
+        return "prompt_cache_key" in (litellm.get_supported_openai_params(model=model, custom_llm_provider=provider) or ())
+    except Exception:
+        return False
+
+
+@lru_cache(maxsize=1024)
+def _reads_cache_control(model: str, provider: str) -> bool:
+    """Anthropic-family target (Anthropic, Bedrock, Vertex, Azure AI Claude with prompt caching)."""
+    try:
+        from litellm.llms.anthropic.common_utils import supports_anthropic_cache_control
+
+        return bool(supports_anthropic_cache_control(model, provider or None))
+    except Exception:
+        return False
+
+
+def _call_type_name(call_type: Any) -> str:
+    return str(getattr(call_type, "value", call_type) or "")
+
+
+def target_for(model: str, provider: str | None, model_info: Mapping[str, Any] | None, call_type: Any = None) -> Target:
     import litellm
 
     provider = provider or _provider_of(model)
@@ -72,6 +108,8 @@ def target_for(model: str, provider: str | None, model_info: Mapping[str, Any] |
         model_info_mid_system=_declared_mid_system(model_info),
         cost_map_mid_system=_cost_map_mid_system(model, provider),
         system_messages_first=bool(getattr(litellm, "openai_system_messages_first", False)),
+        accepts_prompt_cache_key=_accepts_prompt_cache_key(model, provider, _call_type_name(call_type)),
+        reads_cache_control=_reads_cache_control(model, provider),
     )
 
 
@@ -103,6 +141,8 @@ class PrefixStabilizer(CustomLogger):
         super().__init__(**kwargs)
         self.settings = settings if settings is not None else load_settings()
         self.core = Stabilizer(self.settings)
+        self.affinity = SessionAffinity(self.core.store, self.core.stats, lambda: self.settings,
+                                        self.settings.session_ttl_seconds, report=self.core._jsonl)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -124,7 +164,8 @@ class PrefixStabilizer(CustomLogger):
         except Exception as exc:
             logger.warning("litellm-prefix: could not resolve the deployment (%s)", type(exc).__name__)
             target, model_info, model, api_key_hash, team_id = Target(model=str(data.get("model", ""))), None, "", None, None
-        return await self.core.stabilize(
+        key = self._session_key_for_affinity(data, call_type, api_key_hash, team_id)
+        result = await self.core.stabilize(
             data,
             call_type,
             target=target,
@@ -133,18 +174,72 @@ class PrefixStabilizer(CustomLogger):
             api_key_hash=api_key_hash if isinstance(api_key_hash, str) else None,
             team_id=team_id if isinstance(team_id, str) else None,
         )
+        self._give_session_id(data, key, call_type)
+        return result
 
     async def async_pre_call_deployment_hook(self, kwargs: dict[str, Any], call_type: Any) -> dict[str, Any]:
         try:
             model = kwargs.get("model") if isinstance(kwargs.get("model"), str) else ""
             model_info = kwargs.get("model_info") if isinstance(kwargs.get("model_info"), Mapping) else None
-            target = target_for(model, kwargs.get("custom_llm_provider"), model_info)
+            target = target_for(model, kwargs.get("custom_llm_provider"), model_info, call_type)
         except Exception as exc:
             logger.warning("litellm-prefix: could not resolve the deployment (%s)", type(exc).__name__)
             model, model_info, target = "", None, Target()
         return await self.core.stabilize(
-            kwargs, call_type, target=target, model_names=(_model_group(kwargs), model), model_info=model_info
+            kwargs, call_type, target=target, model_names=(_model_group(kwargs), model), model_info=model_info,
+            hints=True,
         )
+
+    # -- session affinity (affinity.py) ------------------------------------------------
+
+    def _session_key_for_affinity(self, data: Mapping[str, Any], call_type: Any, api_key_hash: Any,
+                                  team_id: Any) -> str | None:
+        """The session key, computed on the client's request before any rule runs; None when affinity is off."""
+        if not self.settings.enabled or self.settings.session_affinity == "off":
+            return None
+        try:
+            return session_key(data, call_type, api_key_hash if isinstance(api_key_hash, str) else None,
+                               team_id if isinstance(team_id, str) else None)
+        except Exception as exc:
+            self.core.stats["errors"] += 1
+            logger.warning("litellm-prefix: no session key for affinity (%s)", type(exc).__name__)
+            return None
+
+    def _give_session_id(self, data: dict, key: str | None, call_type: Any) -> None:
+        if key is None:
+            return
+        try:
+            if give_session_id(data, key, call_type):
+                self.core.stats["affinity_session_ids"] += 1
+        except Exception as exc:
+            self.core.stats["errors"] += 1
+            logger.warning("litellm-prefix: could not set the session id for affinity (%s)", type(exc).__name__)
+
+    async def async_filter_deployments(
+        self,
+        model: str,
+        healthy_deployments: list,
+        messages: Any,
+        request_kwargs: dict | None = None,
+        parent_otel_span: Any = None,
+    ) -> list:
+        """Router pre-call check: keep each session on its deployment (affinity.py); fails open."""
+        try:
+            return await self.affinity.filter(model, healthy_deployments, request_kwargs, messages)
+        except Exception as exc:
+            self.core.stats["errors"] += 1
+            logger.warning("litellm-prefix: session affinity skipped for this call (%s)", type(exc).__name__)
+            return healthy_deployments
+
+    async def async_post_call_failure_deployment_hook(
+        self, request_data: Mapping[str, Any], exception: Exception, call_type: Any, fallback_depth: int | None = None
+    ) -> None:
+        """A deployment attempt failed: the session moves on the router's retry (affinity.py)."""
+        try:
+            self.affinity.record_failure(request_data, exception)
+        except Exception as exc:
+            logger.warning("litellm-prefix: could not record a deployment failure (%s)", type(exc).__name__)
+        return None
 
     async def async_post_call_response_headers_hook(
         self,

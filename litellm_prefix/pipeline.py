@@ -5,10 +5,13 @@ session journal are ``(view, journal, context) -> (view, journal, events)``.
 """
 from __future__ import annotations
 
+from collections import ChainMap
+
 from .context import Context, Event
 from .drift import record_head
 from .journal import Journal
 from .rules.head_pin import keep_pinned_head
+from .rules.hints import place_cache_breakpoints, set_prompt_cache_key
 from .rules.memory import snapshot_memory
 from .rules.mid_system import place_mid_conversation_system
 from .rules.notes import place_notes, reseed
@@ -56,3 +59,19 @@ def run(view: View, journal: Journal, ctx: Context, rules=None) -> tuple[View, J
         view, journal, produced = rule(view, journal, ctx)
         events.extend(produced)
     return view, journal, events
+
+
+# Provider cache hints (rules/hints.py): ``(request fields, shape, context) -> (fields to set,
+# events)``, run last, on the request that goes to the chosen deployment.
+HINT_RULES = [set_prompt_cache_key, place_cache_breakpoints]
+
+
+def run_hints(data, shape: str, ctx: Context, rules=None) -> tuple[dict, list[Event]]:
+    """The fields the hint rules set, each rule seeing the earlier ones' fields; ``data`` is not changed."""
+    updates: dict = {}
+    events: list[Event] = []
+    for rule in HINT_RULES if rules is None else rules:
+        changed, produced = rule(ChainMap(updates, data), shape, ctx)
+        updates.update(changed)
+        events.extend(produced)
+    return updates, events

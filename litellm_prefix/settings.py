@@ -48,6 +48,8 @@ class ModelOverrides(BaseModel):
     tool_order: Literal["sort", "keep"] | None = None
     path_check: Literal["exists", "absolute"] | None = None
     supports_mid_conversation_system: bool | None = None
+    prompt_cache_key: bool | None = None
+    cache_breakpoints: bool | None = None
 
 
 DEFAULT_NOTIFICATION_PATTERNS = [
@@ -110,6 +112,10 @@ class _Keys(BaseModel):
     volatile_presets: list[Literal["current-date", "todays-date", "git-status"]] = Field(default_factory=list)
     max_session_bytes: int = Field(default=256 * 1024, gt=1024)
     store_timeout_ms: int = Field(default=50, gt=0, le=10_000)
+    # Provider cache hints (rules/hints.py) and session affinity (affinity.py).
+    prompt_cache_key: bool = True
+    cache_breakpoints: bool = True
+    session_affinity: Literal["router", "always", "off"] = "router"
 
     @field_validator("notification_patterns")
     @classmethod
@@ -164,6 +170,9 @@ ENV_VARS: dict[str, str] = {
     "volatile_presets": "LITELLM_PREFIX_VOLATILE_PRESETS",
     "max_session_bytes": "LITELLM_PREFIX_MAX_SESSION_BYTES",
     "store_timeout_ms": "LITELLM_PREFIX_STORE_TIMEOUT_MS",
+    "prompt_cache_key": "LITELLM_PREFIX_PROMPT_CACHE_KEY",
+    "cache_breakpoints": "LITELLM_PREFIX_CACHE_BREAKPOINTS",
+    "session_affinity": "LITELLM_PREFIX_SESSION_AFFINITY",
 }
 # Environment values for list keys are comma-separated.
 _LIST_ENV = frozenset({"volatile_presets"})
