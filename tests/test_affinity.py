@@ -227,3 +227,13 @@ def test_sdk_router_keeps_sessions_on_balanced_deployments(monkeypatch):
         for server in servers:
             server.shutdown()
             server.server_close()
+
+
+def test_the_replicas_example_config_is_two_deployments_of_one_group_with_session_affinity():
+    import yaml
+
+    config = yaml.safe_load((Path(__file__).resolve().parent.parent / "config" / "proxy.replicas.yaml").read_text())
+    groups = Counter(m["model_name"] for m in config["model_list"])
+    assert groups == {"local": 2} and len({m["model_info"]["id"] for m in config["model_list"]}) == 2
+    assert config["router_settings"]["optional_pre_call_checks"] == ["session_affinity"]
+    assert config["litellm_settings"]["callbacks"] == ["litellm_prefix.proxy_handler"]
