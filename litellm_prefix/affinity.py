@@ -182,7 +182,8 @@ class SessionAffinity:
             self.stats["affinity_deployment_failures"] += 1
 
     # Pins: "affinity:pin:<hash(group, session)>" -> {"d": deployment id, "t": last refresh};
-    # counts: "affinity:load:<hash(group)>" -> {"c": {deployment id: pinned sessions}}.
+    # counts: "affinity:load:<hash(group)>" -> {"w": window, "c": {deployment id: sessions pinned
+    # in this window}, "p": {... in the previous one}}; a window is one pin lifetime (sessionTtlSeconds).
 
     def _pin_key(self, group: str, session: str) -> str:
         return "affinity:pin:" + hashlib.sha256(f"{group}\x00{session}".encode()).hexdigest()[:32]
@@ -222,19 +223,33 @@ class SessionAffinity:
         self.stats["affinity_gave_up"] += 1
         return None
 
+    def _live_counts(self, record: Mapping[str, Any], now: float) -> tuple[int, dict, dict]:
+        """(window, this window's pins, the previous window's) per deployment: pins older than two
+        pin lifetimes are forgotten, so a deployment added later is not flooded with new sessions."""
+        window = int(now // self.ttl)
+        if record.get("w") == window:
+            return window, dict(record.get("c", {})), dict(record.get("p", {}))
+        if record.get("w") == window - 1:
+            return window, {}, dict(record.get("c", {}))
+        return window, {}, {}
+
     async def _least_loaded(self, group: str, session: str, healthy: list[str]) -> str:
         raw, _ = await self.store.load(self._load_key(group))
-        counts = (json.loads(raw) if raw else {}).get("c", {})
-        return min(healthy, key=lambda d: (counts.get(d, 0), _rank(session, d)))
+        _, current, previous = self._live_counts(json.loads(raw) if raw else {}, self.clock())
+        return min(healthy, key=lambda d: (current.get(d, 0) + previous.get(d, 0), _rank(session, d)))
 
     async def _count(self, group: str, chosen: str, delta: int, moved_from: str | None) -> None:
         key = self._load_key(group)
         for _ in range(SAVE_ATTEMPTS * 2):
             raw, version = await self.store.load(key)
-            counts = dict((json.loads(raw) if raw else {}).get("c", {}))
-            counts[chosen] = counts.get(chosen, 0) + delta
-            if moved_from is not None and counts.get(moved_from, 0) > 0:
-                counts[moved_from] -= 1
-            if await self.store.save(key, version, json.dumps({"c": counts}, sort_keys=True)):
+            window, current, previous = self._live_counts(json.loads(raw) if raw else {}, self.clock())
+            current[chosen] = current.get(chosen, 0) + delta
+            if moved_from is not None:
+                for counts in (current, previous):
+                    if counts.get(moved_from, 0) > 0:
+                        counts[moved_from] -= 1
+                        break
+            record = {"w": window, "c": current, "p": previous}
+            if await self.store.save(key, version, json.dumps(record, sort_keys=True)):
                 return
         self.stats["affinity_count_conflicts"] += 1

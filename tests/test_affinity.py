@@ -237,3 +237,16 @@ def test_the_replicas_example_config_is_two_deployments_of_one_group_with_sessio
     assert groups == {"local": 2} and len({m["model_info"]["id"] for m in config["model_list"]}) == 2
     assert config["router_settings"]["optional_pre_call_checks"] == ["session_affinity"]
     assert config["litellm_settings"]["callbacks"] == ["litellm_prefix.proxy_handler"]
+
+
+async def test_a_deployment_added_later_takes_new_sessions_until_live_pins_even_out_not_forever():
+    clock = Clock()
+    affinity = make(clock=clock)
+    for i in range(20):
+        await placed(affinity, request(i), deployments(2))
+    three = deployments(3)
+    first = Counter([await placed(affinity, request(100 + i), three) for i in range(6)])
+    assert first == {"dep-2": 6}  # the empty replica fills first (10/10/0 live pins)
+    clock.now += 2 * 3600 + 1  # two pin lifetimes later the old pins no longer count
+    later = Counter([await placed(affinity, request(200 + i), three) for i in range(9)])
+    assert later == {"dep-0": 3, "dep-1": 3, "dep-2": 3}
