@@ -35,7 +35,7 @@ from typing import Any
 
 from . import wire
 from .session import scoped_key, session_id, tenant_of
-from .view import View
+from .view import field_of
 
 logger = logging.getLogger("litellm_prefix")
 
@@ -44,7 +44,6 @@ GENERATED = "litellm_session_id_generated"
 SAVE_ATTEMPTS = 4
 # How long a deployment that just failed a call is avoided for placement by this process.
 FAILED_SECONDS = 30.0
-_EMPTY_VIEW = View(shape="", head=(), tools=None, body=())
 
 
 # -- identity ----------------------------------------------------------------------
@@ -61,11 +60,18 @@ def client_session_id(data: Mapping[str, Any]) -> str | None:
 
 
 def session_key(data: Mapping[str, Any], call_type: Any = None, api_key_hash: str | None = None,
-                team_id: str | None = None) -> str:
-    """The tenant-scoped session key of a request (``session.scoped_key`` of ``session.session_id``)."""
+                team_id: str | None = None) -> str | None:
+    """The tenant-scoped session key of a request (``session.scoped_key`` of ``session.session_id``);
+    None for a request that is no conversation (embeddings, images) or has nothing to tell its
+    session by (no id, no user message): such requests are never pinned together."""
     adapter = wire.wire_for(data, call_type)
-    view = adapter.read(data) if adapter is not None else _EMPTY_VIEW
-    return scoped_key(tenant_of(data, api_key_hash, team_id), session_id(data, view)[0])
+    if adapter is None:
+        return None
+    view = adapter.read(data)
+    raw, source = session_id(data, view)
+    if source == "first user message" and not any(field_of(item, "role") == "user" for item in view.body):
+        return None
+    return scoped_key(tenant_of(data, api_key_hash, team_id), raw)
 
 
 def give_session_id(data: MutableMapping[str, Any], key: str, call_type: Any = None) -> str | None:
@@ -141,13 +147,12 @@ class SessionAffinity:
             return False
         return mode == "always" or router_session_affinity(model_group)
 
-    def session_of(self, request: Mapping[str, Any]) -> str:
+    def session_of(self, request: Mapping[str, Any]) -> str | None:
         """The session a routed request belongs to (the id the pre-call hook or client set, else derived)."""
         given = client_session_id(request)
-        tenant = tenant_of(request)
-        if given is not None:
-            return scoped_key(tenant, f"id:{given}")
-        return scoped_key(tenant, f"id:{session_key(request)}")
+        if given is None:
+            given = session_key(request)
+        return scoped_key(tenant_of(request), f"id:{given}") if given is not None else None
 
     async def filter(self, model_group: str, deployments: Sequence[Any], request: Mapping[str, Any] | None,
                      messages: Any = None) -> list:
@@ -161,6 +166,8 @@ class SessionAffinity:
         if not by_id:
             return deployments
         session = self.session_of(request)
+        if session is None:
+            return deployments
         now = self.clock()
         healthy = sorted(d for d in by_id if self._failed_until.get(d, 0.0) <= now) or sorted(by_id)
         chosen = await self._place(model_group, session, healthy)

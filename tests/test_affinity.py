@@ -250,3 +250,12 @@ async def test_a_deployment_added_later_takes_new_sessions_until_live_pins_even_
     clock.now += 2 * 3600 + 1  # two pin lifetimes later the old pins no longer count
     later = Counter([await placed(affinity, request(200 + i), three) for i in range(9)])
     assert later == {"dep-0": 3, "dep-1": 3, "dep-2": 3}
+
+
+async def test_requests_that_are_no_conversation_are_never_pinned_together():
+    affinity, deps = make(), deployments(2)
+    embedding = {"input": None, "metadata": {"user_api_key_hash": "tenant-1"}}
+    assert session_key(embedding) is None and await affinity.filter("pool", deps, embedding) == deps
+    empty = {"messages": [{"role": "system", "content": "s"}], "metadata": {}}
+    assert session_key(empty) is None and await affinity.filter("pool", deps, empty) == deps
+    assert affinity.stats["affinity_new_pins"] == 0
