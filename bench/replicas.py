@@ -18,7 +18,7 @@ server's ``timings.prompt_n``), summed. Configurations:
 Both servers restart before each configuration (empty caches). Target: plugin within
 1.10x the limit. Writes bench/results/replicas.json.
 
-    .venv/bin/python bench/replicas.py [--turns 12] [--sessions 8]
+    .venv/bin/python bench/replicas.py [--turns 12] [--sessions 8] [--small] [--out FILE]
 """
 from __future__ import annotations
 
@@ -175,6 +175,7 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=8)
     parser.add_argument("--threads", type=int, default=max(1, (os.cpu_count() or 2) // 2))
     parser.add_argument("--only", nargs="*", choices=CONFIGS, default=CONFIGS)
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "replicas.json")
     parser.add_argument("--small", action="store_true",
                         help="cut each session's system text to 2,000 characters and its tools to 3 (quick runs)")
     args = parser.parse_args()
@@ -213,7 +214,7 @@ def main() -> None:
                 result["over_limit"] = round(result["reprocessed"] / limit, 3)
             print("over the limit: " + ", ".join(f"{n} {r['over_limit']:.2f}x"
                                                 for n, r in results["configurations"].items()))
-        out = ROOT / "bench" / "results" / "replicas.json"
+        out = args.out
         out.write_text(json.dumps(results, indent=2) + "\n")
         print(f"written to {out}")
     finally:
