@@ -52,7 +52,7 @@ def _config(pool, hints) -> dict:
              "litellm_params": {"model": "anthropic/claude-sonnet-4-5", "api_base": hints.url, "api_key": "dummy"}},
         ],
         "litellm_settings": {"callbacks": ["litellm_prefix.proxy_handler"]},
-        "router_settings": {"optional_pre_call_checks": ["session_affinity"], "num_retries": 2},
+        "router_settings": {"optional_pre_call_checks": ["session_affinity"]},  # retries: the default 2
         "general_settings": {"master_key": "os.environ/LITELLM_MASTER_KEY",
                              "custom_auth": "tenant_auth.user_api_key_auth"},
     }
