@@ -26,7 +26,7 @@ bench: $(BIN)/.installed llama-server
 	$(BIN)/python bench/overhead.py
 	$(BIN)/python bench/session_cost.py
 	$(BIN)/python bench/cache_real.py
-	$(BIN)/python bench/replicas.py
+	$(BIN)/python bench/replicas.py --small
 
 check: $(BIN)/.installed
 	$(BIN)/litellm-prefix check
