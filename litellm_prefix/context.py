@@ -27,6 +27,10 @@ class Target:
     cost_map_mid_system: bool | None = None
     # LiteLLM's openai_system_messages_first switch, read at request time.
     system_messages_first: bool = False
+    # The deployment's api_base ("" when LiteLLM's default for the provider).
+    api_base: str = ""
+    # LiteLLM strips Claude Code's billing block itself on this route and deployment.
+    strips_billing: bool = False
 
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)

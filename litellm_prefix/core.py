@@ -20,10 +20,10 @@ from typing import Any
 
 from cachetools import TTLCache
 
-from . import pipeline, wire
+from . import pipeline, profiles, wire
 from .context import Context, Event, Target
 from .journal import Journal
-from .session import scoped_key, session_id, tenant_of
+from .session import scoped_key, session_id, session_stream, tenant_of
 from .settings import Settings
 from .store import build_store
 from .symlink import ensure_symlink
@@ -45,6 +45,7 @@ class Report:
 
     head: str
     drift: dict[str, Any] | None = None
+    agent: str | None = None
 
 
 class Stabilizer:
@@ -87,6 +88,10 @@ class Stabilizer:
                 return data
             settings = self.settings.for_model(model_names, model_info)
             view = adapter.read(data)
+            # The agent's profile (data, not branches): its presets merge into this request's settings.
+            profile = profiles.detect(data, view.head, settings, model_names)
+            settings = profiles.apply(settings, profile)
+            agent = profile.name if profile is not None else None
             ctx = Context(settings=settings, target=target or Target(), client_body=view.body,
                           ping=is_warmup_ping(data))
             call_id = data.get("litellm_call_id") if isinstance(data.get("litellm_call_id"), str) else None
@@ -94,7 +99,10 @@ class Stabilizer:
                 new_view, _, events = pipeline.run(view, Journal(), ctx, pipeline.STATELESS_RULES)
                 key, drift = None, None
             else:
-                key = scoped_key(tenant_of(data, api_key_hash, team_id), session_id(data, view)[0])
+                session = session_id(data, view, profile)[0]
+                stream = session_stream(data, view, profile)  # a subagent: its own stream in the session
+                key = scoped_key(tenant_of(data, api_key_hash, team_id),
+                                 session if stream is None else f"{session}\x00{stream}")
                 new_view, events = await self._run_with_journal(view, ctx, key)
                 drift = next((e.data for e in events if e.kind == "drift"), None)
             updates = adapter.write(data, new_view) if new_view is not view else {}
@@ -113,7 +121,7 @@ class Stabilizer:
             self.stats["rewritten"] += 1
         if call_id:
             self.applied[call_id] = True
-        self._after(call_id, key, new_view, events, drift, settings, target)
+        self._after(call_id, key, new_view, events, drift, settings, target, agent=agent)
         return data
 
     def stabilize_sync(self, data: MutableMapping[str, Any], call_type: Any = None, **kwargs: Any):
@@ -153,18 +161,22 @@ class Stabilizer:
 
     # -- edges: logs, symlinks, reports -----------------------------------------------
 
-    def _after(self, call_id, key, view, events: list[Event], drift, settings: Settings, target: Target | None) -> None:
+    def _after(self, call_id, key, view, events: list[Event], drift, settings: Settings, target: Target | None,
+               agent: str | None = None) -> None:
         try:
             rules = [e for e in events if e.kind not in _BOOKKEEPING]
             session = key[:16] if key else None
             head = next((e.data["fingerprint"] for e in events if e.kind == "head"), None)
             if call_id and head:
-                self.reports[call_id] = Report(head=head)
+                self.reports[call_id] = Report(head=head, agent=agent)
+            if any(e.kind == "billing_block" and e.data.get("action") == "removed" for e in events):
+                self.stats["billing_removed"] += 1
             if rules and session:
                 logger.debug("litellm-prefix: session %s rules %s", session, [e.kind for e in rules])
-                self._jsonl({"event": "rewrite", "session": session, "rules": [{"rule": e.kind, **e.data} for e in rules]})
+                self._jsonl({"event": "rewrite", "session": session, "agent": agent,
+                             "rules": [{"rule": e.kind, **e.data} for e in rules]})
             if drift:
-                drift = {**drift, "session": session, "model": (target.model if target else "")}
+                drift = {**drift, "session": session, "model": (target.model if target else ""), "agent": agent}
                 self.stats["drift"] += 1
                 logger.warning(
                     "litellm-prefix: head changed in session %s: %s at char %d (~token %d), ~%d tokens to prefill "
@@ -207,6 +219,8 @@ class Stabilizer:
         if report is None or not self.settings.drift_header:
             return {}
         headers = {"x-litellm-prefix-head": report.head}
+        if report.agent:
+            headers["x-litellm-prefix-agent"] = report.agent
         if report.drift:
             d = report.drift
             headers["x-litellm-prefix-drift"] = (

@@ -30,14 +30,37 @@ from typing import Any
 VERSION = 1
 
 
+# Per-turn marker fields: where a client puts them says nothing about the content (Claude
+# Code moves its last ``cache_control`` mark to the newest message every turn). Identity,
+# anchors, head comparison and drift never see them; the request keeps them as sent.
+MARKER_FIELDS = frozenset({"cache_control"})
+
+
+def unmarked(value: Any) -> Any:
+    """``value`` without marker fields, at any depth; a ``content`` list that is one plain text
+    part reads as its string (Claude Code turns a marked string into exactly that list)."""
+    if isinstance(value, dict):
+        out = {k: unmarked(v) for k, v in value.items() if k not in MARKER_FIELDS}
+        content = out.get("content")
+        if isinstance(content, list) and len(content) == 1:
+            part = content[0]
+            if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str) \
+                    and len(part) == 2:
+                out["content"] = part["text"]
+        return out
+    if isinstance(value, (list, tuple)):
+        return [unmarked(v) for v in value]
+    return value
+
+
 def content_hash(value: Any) -> str:
-    """A short, stable hash of a message or text (JSON with sorted keys for objects)."""
+    """A short, stable hash of a message or text (JSON with sorted keys for objects, marks ignored)."""
     if isinstance(value, str):
         return _text_hash(value)
     else:
         if hasattr(value, "model_dump"):
             value = value.model_dump()
-        raw = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+        raw = json.dumps(unmarked(value), sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
     return hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()[:20]
 
 

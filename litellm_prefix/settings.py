@@ -65,6 +65,19 @@ VOLATILE_PRESETS = {
 }
 
 
+# Agent profiles (litellm_prefix/profiles.py); "none" forces no profile.
+AGENT_PROFILES = ("claude-code", "codex", "opencode", "pi")
+
+
+class ProfilesSetting(BaseModel):
+    """``profiles``: detect the agent of each request (default), and/or force a profile per model glob."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    detect: bool = True
+    force: dict[str, Literal["claude-code", "codex", "opencode", "pi", "none"]] = Field(default_factory=dict)
+
+
 class VolatileRule(BaseModel):
     """A named regex whose match in the head is pinned to its first value in the session."""
 
@@ -110,6 +123,17 @@ class _Keys(BaseModel):
     volatile_presets: list[Literal["current-date", "todays-date", "git-status"]] = Field(default_factory=list)
     max_session_bytes: int = Field(default=256 * 1024, gt=1024)
     store_timeout_ms: int = Field(default=50, gt=0, le=10_000)
+    profiles: ProfilesSetting | Literal["auto", "off"] = Field(default_factory=ProfilesSetting)
+    keep_billing_header: bool = False
+
+    @field_validator("profiles")
+    @classmethod
+    def _profiles_object(cls, value: Any) -> ProfilesSetting:
+        if value == "off":
+            return ProfilesSetting(detect=False)
+        if value == "auto":
+            return ProfilesSetting()
+        return value
 
     @field_validator("notification_patterns")
     @classmethod
@@ -164,6 +188,8 @@ ENV_VARS: dict[str, str] = {
     "volatile_presets": "LITELLM_PREFIX_VOLATILE_PRESETS",
     "max_session_bytes": "LITELLM_PREFIX_MAX_SESSION_BYTES",
     "store_timeout_ms": "LITELLM_PREFIX_STORE_TIMEOUT_MS",
+    "profiles": "LITELLM_PREFIX_PROFILES",
+    "keep_billing_header": "LITELLM_PREFIX_KEEP_BILLING_HEADER",
 }
 # Environment values for list keys are comma-separated.
 _LIST_ENV = frozenset({"volatile_presets"})
@@ -388,4 +414,6 @@ def display_value(settings: Settings, name: str) -> Any:
         return {k: v.model_dump(exclude_none=True, by_alias=True) for k, v in value.items()}
     if isinstance(value, tuple):
         return list(value)
+    if isinstance(value, BaseModel):
+        return value.model_dump()
     return value
