@@ -48,6 +48,7 @@ class ModelOverrides(BaseModel):
     tool_order: Literal["sort", "keep"] | None = None
     path_check: Literal["exists", "absolute"] | None = None
     supports_mid_conversation_system: bool | None = None
+    keep_billing_header: bool | None = None
 
 
 DEFAULT_NOTIFICATION_PATTERNS = [

@@ -431,3 +431,15 @@ def test_opencode_and_codex_requests_are_detected_and_keyed_by_their_own_ids():
     data["litellm_call_id"] = "cx1"
     stabilizer.stabilize_sync(data, "aresponses", target=Target(provider="openai"))
     assert stabilizer.response_headers("cx1")["x-litellm-prefix-agent"] == "codex"
+
+
+def test_keep_billing_header_per_model_for_a_gateway_in_front_of_anthropic():
+    settings = Settings(models={"corp/*": {"keepBillingHeader": True}})
+    body = _cc_session(1)[0]
+    target = Target(provider="anthropic", api_base="https://llm-gateway.corp.example")
+    kept = Stabilizer(settings).stabilize_sync(_proxy(body, claude_code_headers()), "anthropic_messages",
+                                               target=target, model_names=("corp/claude",))
+    assert kept["system"][0]["text"] == billing_block(0)
+    removed = Stabilizer(settings).stabilize_sync(_proxy(body, claude_code_headers()), "anthropic_messages",
+                                                  target=target, model_names=("other",))
+    assert removed["system"][0]["text"] != billing_block(0)
