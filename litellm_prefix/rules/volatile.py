@@ -22,7 +22,9 @@ Two sources, in order:
      per ``learnedVolatileNoteSeconds`` (an hour by default), and always at once when a
      calendar date in it changes;
    - a line whose changes are nonces (hex tokens, no date in the line) is pinned and
-     never noted.
+     never noted;
+   - when the client compacts its history and a line's notes go with it, the line stays
+     pinned (the head keeps its cache) and its current value is noted again at once.
 
    A change to any other character (a word, punctuation, a sign) is genuine and passes
    untouched. Only lines whose shape (the line with its runs blanked) is unique in the
@@ -220,13 +222,15 @@ def _pin_learned_lines(view: View, journal: Journal, ctx: Context) -> tuple[View
     settings = ctx.settings
     state = journal.learned or LearnState()
     events: list[Event] = []
-    # A learned line whose notes are gone (their anchor was compacted away) is re-seeded:
-    # unpinned, so the head shows the current value at that boundary, and learned afresh.
+    # A learned line whose notes are gone (the client compacted its history away) stays
+    # pinned, so the head keeps its cache; the model is told the current value again at once.
     live = {note.kind for note in journal.notes}
-    learned = {line.key: line for line in state.learned if line.told_at is None or _kind(line.key) in live}
-    if len(learned) < len(state.learned):
-        events.append(Event("volatile", {"name": "learned", "action": "reseed",
-                                         "lines": len(state.learned) - len(learned)}))
+    learned: dict[str, LearnedLine] = {}
+    for line in state.learned:
+        if line.told_at is not None and _kind(line.key) not in live:
+            line = dataclasses.replace(line, told=line.pinned, told_at=None)
+            events.append(Event("volatile", {"name": "learned", "action": "reseed", "line": line.key}))
+        learned[line.key] = line
     head_hash = content_hash("\x00".join(content_hash(segment) for segment in view.head))
     texts: dict[str, str] = {}
     if head_hash == state.head:
