@@ -79,6 +79,16 @@ VOLATILE_PRESETS = {
     "git-status": r"(?ms)^gitStatus: .*?^Recent commits:(?:\r?\n[0-9a-f]{4,64}(?: [^\r\n]*)?){0,5}",
 }
 
+# The same presets inside tool descriptions (the tools come first in the prompt, so a date
+# there moves everything after it). Pinned under the name "<preset>:tools".
+TOOL_VOLATILE_PRESETS = {
+    # Claude Code's WebSearch tool: "  - Today's date is 2026-12-03. You MUST use this year ..."
+    #   (@anthropic-ai/claude-code 2.1.36 cli.js) and "  - The current month is December 2026. ..."
+    #   (2.1.332). Its example line's year ("React documentation 2026") still moves once a year.
+    "todays-date": r"(?m)^[ \t]*- (?P<value>(?:Today's date is [0-9]{4}-[0-9]{2}-[0-9]{2}|"
+                   r"The current month is [A-Z][a-z]+ [0-9]{4}))\. You MUST use this year",
+}
+
 # Lines a learned rule never pins (regexes, searched in each head line): Claude Code's
 # attribution block must reach Anthropic's own API exactly as sent.
 DEFAULT_LEARNED_VOLATILE_EXCLUDE = [r"^x-anthropic-billing-header:"]
@@ -348,6 +358,13 @@ class Settings(BaseSettings, _Keys):
         """Presets first (in the order given), then custom rules, compiled."""
         rules = [(name, VOLATILE_PRESETS[name]) for name in self.volatile_presets]
         rules += [(rule.name, rule.pattern) for rule in self.volatile]
+        return _compiled_rules(tuple(rules))
+
+    @property
+    def tool_volatile_rules(self) -> tuple[tuple[str, "re.Pattern[str]"], ...]:
+        """The presets turned on that also pin a span inside tool descriptions, compiled."""
+        rules = [(f"{name}:tools", TOOL_VOLATILE_PRESETS[name]) for name in self.volatile_presets
+                 if name in TOOL_VOLATILE_PRESETS]
         return _compiled_rules(tuple(rules))
 
     @property

@@ -256,3 +256,63 @@ def test_presets_are_off_unless_named():
     outputs = run_chat(st, [day1, day2], "presets-off")
     assert outputs[1][0]["content"] == day2
     assert st.stats["drift"] == 1
+
+
+def claude_web_search_description(date: str) -> str:
+    """The WebSearch tool's description, from @anthropic-ai/claude-code 2.1.36 cli.js (the year line included)."""
+    year = int(date[:4])
+    return ("\n- Allows Claude to search the web and use the results to inform responses\n"
+            "- Provides up-to-date information for current events and recent data\n\n"
+            "Usage notes:\n  - Domain filtering is supported to include or block specific websites\n"
+            "  - Web search is only available in the US\n\n"
+            "IMPORTANT - Use the correct year in search queries:\n"
+            f"  - Today's date is {date}. You MUST use this year when searching for recent information, "
+            "documentation, or current events.\n"
+            f'  - Example: If the user asks for "latest React docs", search for "React documentation {year}", '
+            f'NOT "React documentation {year - 1}"\n')
+
+
+def test_claude_code_web_search_tool_date_is_pinned_too():
+    """Tools come first in Anthropic's cache order: a date in a tool description moves everything."""
+    def request(date: str, body: list[dict]) -> dict:
+        tools = [{"name": "Read", "description": "Reads a file from the local filesystem.",
+                  "input_schema": {"type": "object", "properties": {"file_path": {"type": "string"}}}},
+                 {"name": "WebSearch", "description": claude_web_search_description(date),
+                  "input_schema": {"type": "object", "properties": {"query": {"type": "string"}}}}]
+        return {"model": "claude-sonnet-4-5", "max_tokens": 32000, "litellm_session_id": "cc-websearch",
+                "system": [{"type": "text", "text": STATIC + claude_env(date)}], "tools": tools,
+                "messages": copy.deepcopy(body)}
+
+    st = _stabilizer()
+    body: list[dict] = []
+    first = request("2026-12-03", [])
+    for turn in range(5):
+        body.append({"role": "user", "content": f"turn {turn}"})
+        out = st.stabilize_sync(request("2026-12-03" if turn < 2 else "2026-12-04", body), "anthropic_messages",
+                                target=Target(provider="anthropic"))
+        assert out["system"] == first["system"] and out["tools"] == first["tools"]
+        notes = [m["content"] for m in out["messages"] if m["role"] == "user" and m["content"].startswith(SYSTEM_UPDATE_NOTE)]
+        assert notes == ([] if turn < 2 else [
+            f"{SYSTEM_UPDATE_NOTE}\n\n{volatile_note('todays-date', 'Today' + chr(39) + 's date: 2026-12-04')}",
+            f"{SYSTEM_UPDATE_NOTE}\n\n{volatile_note('todays-date:tools', 'Today' + chr(39) + 's date is 2026-12-04')}"])
+        body.append({"role": "assistant", "content": "ok"})
+    assert st.stats["drift"] == 0
+
+
+def test_claude_code_2_1_332_web_search_month_in_an_openai_tool():
+    def tool(month: str) -> dict:
+        text = ("Search the web.\n\nIMPORTANT - Use the correct year in search queries:\n"
+                f"  - The current month is {month}. You MUST use this year when searching for recent information, "
+                "documentation, or current events.\n")
+        return {"type": "function", "function": {"name": "WebSearch", "description": text, "parameters": {"type": "object"}}}
+
+    st = _stabilizer()
+    body: list[dict] = []
+    for turn, month in enumerate(["November 2026", "November 2026", "December 2026", "December 2026"]):
+        body.append({"role": "user", "content": f"turn {turn}"})
+        out = st.stabilize_sync({"model": "m", "messages": [{"role": "system", "content": STATIC}, *copy.deepcopy(body)],
+                                 "tools": [tool(month)], "litellm_session_id": "cc-month"}, target=OPENAI)
+        assert out["tools"] == [tool("November 2026")]
+        body.append({"role": "assistant", "content": "ok"})
+    assert out["messages"][6] == {"role": "system",
+                                  "content": volatile_note("todays-date:tools", "The current month is December 2026")}

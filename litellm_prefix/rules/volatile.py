@@ -11,6 +11,8 @@ Two sources, in order:
    see ``settings.VOLATILE_PRESETS``) and the user's own (``volatile``). The first match
    in the head is pinned; a group named ``value``, when the pattern has one, is the span
    pinned. Every change of the value is sent as a note, on the request where it happens.
+   A preset with an entry in ``settings.TOOL_VOLATILE_PRESETS`` also pins its first match
+   inside the tool descriptions (Claude Code's WebSearch tool carries the date).
 2. **Learned lines** (``learnedVolatile``, on by default), for agents no preset knows. A
    head line that, between two consecutive requests of the session, changes only inside
    runs of digits (or a hex token of 5+ characters holding a digit, or a UUID) is
@@ -96,27 +98,42 @@ def _span(match: re.Match) -> tuple[int, int]:
 
 
 def _pin_named_spans(view: View, journal: Journal, ctx: Context) -> tuple[View, Journal, list[Event]]:
-    rules = ctx.settings.volatile_rules
-    if not rules:
-        return view, journal, []
-    head = list(view.head)
     events: list[Event] = []
+    rules = ctx.settings.volatile_rules
+    if rules and view.head:
+        head, journal = _pin_in_texts(list(view.head), rules, journal, ctx, events)
+        if tuple(head) != view.head:
+            view = view.replace(head=tuple(head))
+    rules = ctx.settings.tool_volatile_rules
+    if rules and view.tools:
+        descriptions = [_description(tool) for tool in view.tools]
+        texts = [d if isinstance(d, str) else "" for d in descriptions]
+        pinned, journal = _pin_in_texts(list(texts), rules, journal, ctx, events)
+        if pinned != texts:
+            view = view.replace(tools=tuple(
+                tool if new == old else _with_description(tool, new)
+                for tool, old, new in zip(view.tools, texts, pinned)))
+    return view, journal, events
+
+
+def _pin_in_texts(texts: list[str], rules, journal: Journal, ctx: Context, events: list[Event]):
+    """Pin each rule's first match in ``texts`` (changed in place); note a changed value once."""
     for name, pattern in rules:
-        for index, segment in enumerate(head):
-            match = pattern.search(segment)
+        for index, text in enumerate(texts):
+            match = pattern.search(text)
             if match:
                 break
         else:
             continue
         start, end = _span(match)
-        value = segment[start:end]
+        value = text[start:end]
         recorded = journal.volatile_value(name)
         if recorded is None:
             journal = journal.with_volatile(name, value, value)
             continue
         pinned, last = recorded
         if value != pinned:
-            head[index] = segment[:start] + pinned + segment[end:]
+            texts[index] = text[:start] + pinned + text[end:]
         if value != last:
             anchor = tail_anchor(ctx)
             if anchor is None:
@@ -124,9 +141,24 @@ def _pin_named_spans(view: View, journal: Journal, ctx: Context) -> tuple[View, 
             journal = journal.with_volatile(name, pinned, value).with_note(
                 Note(anchor[0], anchor[1], f"volatile:{name}", volatile_note(name, value)))
             events.append(Event("volatile", {"name": name, "action": "note"}))
-    if tuple(head) != view.head:
-        view = view.replace(head=tuple(head))
-    return view, journal, events
+    return texts, journal
+
+
+def _description(tool) -> str | None:
+    """A tool's description in any shape: OpenAI ``function.description``, Anthropic/Responses ``description``."""
+    if not isinstance(tool, dict):
+        return None
+    function = tool.get("function")
+    if isinstance(function, dict):
+        return function.get("description")
+    return tool.get("description")
+
+
+def _with_description(tool: dict, description: str) -> dict:
+    function = tool.get("function")
+    if isinstance(function, dict):
+        return {**tool, "function": {**function, "description": description}}
+    return {**tool, "description": description}
 
 
 # -- 2. learned lines -----------------------------------------------------------------
