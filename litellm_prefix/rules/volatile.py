@@ -43,6 +43,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import re
+from functools import lru_cache
 
 from ..context import Context, Event
 from ..journal import Journal, LearnedLine, LearnState, Note, content_hash
@@ -57,7 +58,7 @@ _RUN = re.compile(
     r"|(?<![0-9A-Za-z])(?=[0-9A-F]*[0-9])[0-9A-F]{5,}(?![0-9A-Za-z])"
     r"|[0-9]+"
 )
-_DIGIT = re.compile(r"[0-9]")
+_DIGIT_LINE = re.compile(r"^[^\n0-9]*[0-9][^\n]*", re.MULTILINE)  # a whole line holding a digit
 _HEX_LETTER = re.compile(r"[a-fA-F]")
 _MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\.?"
 # Calendar dates: ISO and slashed forms, day.month.year, and month names with a day and year.
@@ -173,10 +174,13 @@ def _hex(text: str, size: int) -> str:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=size // 2).hexdigest()
 
 
+@lru_cache(maxsize=16384)
 def shape_key(line: str) -> str:
+    # Cached: a head's lines repeat from request to request, and the regex is the costly part.
     return _hex(shape_of(line), _KEY)
 
 
+@lru_cache(maxsize=16384)
 def text_key(line: str) -> str:
     return _hex(line, _TEXT)
 
@@ -193,22 +197,14 @@ def is_nonce_change(old: str, new: str) -> bool:
     return bool(changed) and all(_HEX_LETTER.search(a) or _HEX_LETTER.search(b) for a, b in changed)
 
 
-def candidate_lines(head: tuple[str, ...], exclude: tuple[re.Pattern, ...] = ()) -> dict[str, str]:
+def candidate_lines(head: tuple[str, ...]) -> dict[str, str]:
     """Shape key -> text of each head line that holds a digit and whose shape is unique in the head, in order."""
     found: dict[str, str] = {}
     repeated: set[str] = set()
     for segment in head:
-        position, size = 0, len(segment)
-        while True:
-            digit = _DIGIT.search(segment, position)
-            if digit is None:
-                break
-            start = segment.rfind("\n", 0, digit.start()) + 1
-            end = segment.find("\n", digit.end())
-            end = size if end == -1 else end
-            position = end + 1
-            line = segment[start:end]
-            if len(line) > MAX_LINE_CHARS or any(p.search(line) for p in exclude):
+        for match in _DIGIT_LINE.finditer(segment):
+            line = match.group()
+            if len(line) > MAX_LINE_CHARS:
                 continue
             key = shape_key(line)
             if key in repeated:
@@ -269,7 +265,8 @@ def _pin_learned_lines(view: View, journal: Journal, ctx: Context) -> tuple[View
         lines = state.lines
         current = {key: line.seen for key, line in learned.items()}
     else:
-        found = candidate_lines(view.head, settings.learned_volatile_exclude_res)
+        found = candidate_lines(view.head)
+        exclude = settings.learned_volatile_exclude_res
         tracked = list(found.items())[:MAX_TRACKED_LINES]
         keyed = [(key, line, text_key(line)) for key, line in tracked]
         lines = "".join(key + tkey for key, _, tkey in keyed)
@@ -284,6 +281,8 @@ def _pin_learned_lines(view: View, journal: Journal, ctx: Context) -> tuple[View
                 continue
             if len(learned) >= settings.learned_volatile_max_lines:
                 break
+            if any(pattern.search(line) for pattern in exclude):
+                continue
             old = ctx.texts.get(old_key)
             if old is None:
                 if not ctx.texts_fetched:
