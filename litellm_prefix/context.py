@@ -64,6 +64,9 @@ class Context:
     texts_fetched: bool = False
     # A warm-up ping (max_tokens 1): neither warns nor moves the recorded head.
     ping: bool = False
+    # Wall-clock seconds, set by the shell (core.py); rules never read the clock themselves.
+    # A decision that depends on it is recorded in the journal, so replicas and restarts agree.
+    now: float | None = None
     # Request-scoped memo of derived values (a tool's JSON by object id); never changes a result.
     memo: dict = field(default_factory=dict, compare=False)
 

@@ -12,6 +12,7 @@ import dataclasses
 import json
 import logging
 import threading
+import time
 import traceback
 from collections import Counter
 from collections.abc import Mapping, MutableMapping
@@ -64,6 +65,7 @@ class Stabilizer:
         self.applied: TTLCache[str, bool] = TTLCache(maxsize=16384, ttl=900)
         self._linked: set[str] = set()
         self._log_lock = threading.Lock()
+        self.clock = time.time  # the time rules see (Context.now); tests replace it
 
     # -- the transform -------------------------------------------------------------
 
@@ -93,7 +95,7 @@ class Stabilizer:
             settings = profiles.apply(settings, profile)
             agent = profile.name if profile is not None else None
             ctx = Context(settings=settings, target=target or Target(), client_body=view.body,
-                          ping=is_warmup_ping(data))
+                          ping=is_warmup_ping(data), now=self.clock())
             call_id = data.get("litellm_call_id") if isinstance(data.get("litellm_call_id"), str) else None
             if call_id and call_id in self.applied:
                 new_view, _, events = pipeline.run(view, Journal(), ctx, pipeline.STATELESS_RULES)

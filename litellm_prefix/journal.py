@@ -11,6 +11,9 @@ versioned for compare-and-set. What it records:
   ``headPolicy: pin`` the state the model has been told about so far;
 - ``memory``: the frozen memory block and the entries reported removed or restored;
 - ``volatile``: each pinned volatile span's first value and the last value delivered;
+- ``learned``: learned volatile lines (``rules/volatile.py``): the candidate lines of the
+  last head seen (shape key, text hash; their texts are in the blob space), and each
+  learned line's pinned first value, last value seen, last value told and when;
 - ``dropped``: keys of dropped section-patch entries;
 - ``notes``: each injected note with its anchor: the body message after which it sits,
   by index and content hash. When an anchor is gone (the client compacted or truncated
@@ -104,6 +107,41 @@ class MemoryRecord:
 
 
 @dataclass(frozen=True)
+class LearnedLine:
+    """A head line learned as volatile: pinned to ``pinned``; ``told`` is what the model was last told."""
+
+    key: str  # hash of the line's shape (its digit and hex runs blanked)
+    pinned: str  # the first value: what the head shows for the whole session
+    seen: str  # the value in the last request
+    told: str  # the value the model knows (``pinned`` until a note is sent)
+    told_at: int | None = None  # when the last note was sent (seconds); None: never
+    nonce: bool = False  # its changes are nonces: pinned, never noted
+
+    def to_json(self) -> list[Any]:
+        return [self.key, self.pinned, self.seen, self.told, self.told_at, self.nonce]
+
+    @classmethod
+    def from_json(cls, raw: list[Any]) -> "LearnedLine":
+        told_at = None if raw[4] is None else int(raw[4])
+        return cls(str(raw[0]), str(raw[1]), str(raw[2]), str(raw[3]), told_at, bool(raw[5]))
+
+
+@dataclass(frozen=True)
+class LearnState:
+    head: str = ""  # hash of the last head compared
+    lines: str = ""  # that head's candidate lines: KEY(12 hex) + TEXT HASH(8 hex) each, in head order
+    learned: tuple[LearnedLine, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"head": self.head, "lines": self.lines, "learned": [line.to_json() for line in self.learned]}
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> "LearnState":
+        return cls(str(raw.get("head", "")), str(raw.get("lines", "")),
+                   tuple(LearnedLine.from_json(line) for line in raw.get("learned", ())))
+
+
+@dataclass(frozen=True)
 class Journal:
     head: HeadRecord | None = None
     pinned: tuple[tuple[str, str], ...] | None = None  # (section name, content hash)
@@ -113,6 +151,7 @@ class Journal:
     dropped: frozenset[str] = frozenset()
     notes: tuple[Note, ...] = ()
     requests: int = 0
+    learned: LearnState | None = None
 
     def replace(self, **changes: Any) -> "Journal":
         return dataclasses.replace(self, **changes)
@@ -151,6 +190,8 @@ class Journal:
             out["dropped"] = sorted(self.dropped)
         if self.notes:
             out["notes"] = [n.to_json() for n in self.notes]
+        if self.learned is not None:
+            out["learned"] = self.learned.to_json()
         return out
 
     @classmethod
@@ -174,6 +215,7 @@ class Journal:
             dropped=frozenset(raw.get("dropped", ())),
             notes=tuple(Note.from_json(n) for n in raw.get("notes", ())),
             requests=int(raw.get("n", 0)),
+            learned=LearnState.from_json(raw["learned"]) if "learned" in raw else None,
         )
 
     def encoded(self) -> str:
