@@ -176,15 +176,21 @@ def codex(noisy: bool) -> list[dict]:
 
 def unknown(noisy: bool) -> list[dict]:
     rng = random.Random(51)
-    base = "You are Atlas, a helpful coding companion.\n\n" + "\n\n".join(paragraph(rng, 5) for _ in range(14))
+    base = "You are Atlas, a helpful coding companion.\n\n" + "\n\n".join(paragraph(rng, 5) for _ in range(28))
     body: list[dict] = []
     lines = []
     for turn in range(TURNS):
         body.append({"role": "user", "content": f"Question {turn}: {paragraph(rng, 1)}"})
         seconds = 7 + turn * 37
-        clock = f"2026-12-01 10:{seconds // 60:02d}:{seconds % 60:02d}" if noisy else "2026-12-01 10:00:07"
-        count = len(body) if noisy else 1
-        system = (f"{base}\n\nSystem prompt last recompiled: {clock}\nMessages in this conversation: {count}\n"
+        clock = f"2026-12-01 10:{seconds // 60:02d}:{seconds % 60:02d}"
+        if noisy:
+            shown_clock, count = clock, len(body)
+        else:  # the stable client keeps its head and tells the model once, when the values first change
+            shown_clock, count = "2026-12-01 10:00:07", 1
+            if turn == 1:
+                body.append({"role": "user", "content": f"(note) System prompt last recompiled: {clock}\n"
+                                                        f"Messages in this conversation: {len(body) - 1}"})
+        system = (f"{base}\n\nSystem prompt last recompiled: {shown_clock}\nMessages in this conversation: {count}\n"
                   "Memory usage: 412 MB")
         lines.append({"model": "local", "max_tokens": 16, "messages": [{"role": "system", "content": system},
                                                                         *copy.deepcopy(body)],
