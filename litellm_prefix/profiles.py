@@ -31,8 +31,10 @@ class Profile:
     name: str
     # (header name, regex searched in its value); any one match recognises the agent.
     headers: tuple[tuple[str, str], ...] = ()
-    # Regexes searched in the head's leading text (first 20,000 characters of its segments).
+    # Regexes matched at the start of one of the head's first three segments.
     head_signature: tuple[str, ...] = ()
+    # Plain substrings found in the first 20,000 characters of one of those segments.
+    head_markers: tuple[str, ...] = ()
     # Names from settings.VOLATILE_PRESETS turned on for this agent.
     volatile_presets: tuple[str, ...] = ()
     notification_patterns: tuple[str, ...] = ()
@@ -61,10 +63,10 @@ CLAUDE_CODE = Profile(
         ("x-claude-code-session-id", r"."),
     ),
     head_signature=(
-        r"^x-anthropic-billing-header: cc_version=",
-        r"^You are Claude Code, Anthropic's official CLI for Claude",
-        r"^You are an agent for Claude Code, Anthropic's official CLI for Claude",
-        r"^You are a Claude agent, built on Anthropic's Claude Agent SDK",
+        r"x-anthropic-billing-header: cc_version=",
+        r"You are Claude Code, Anthropic's official CLI for Claude",
+        r"You are an agent for Claude Code, Anthropic's official CLI for Claude",
+        r"You are a Claude agent, built on Anthropic's Claude Agent SDK",
     ),
     volatile_presets=("todays-date", "git-status"),
     notification_patterns=(r"^\s*<task-notification>",),
@@ -88,8 +90,8 @@ CODEX = Profile(
         ("user-agent", r"^(?:codex_cli_rs|codex_exec|codex-tui|codex_vscode|codex_sdk_ts|Codex Desktop)/"),
     ),
     head_signature=(
-        r"^You are Codex, ",
-        r"^You are a coding agent running in the Codex CLI",
+        r"You are Codex, ",
+        r"You are a coding agent running in the Codex CLI",
     ),
     session_sources=("header:session-id", "header:thread-id", "header:session_id", "header:x-client-request-id",
                      "body:prompt_cache_key"),
@@ -104,8 +106,8 @@ OPENCODE = Profile(
         ("x-opencode-session", r"."),
     ),
     head_signature=(
-        r"^You are opencode, ",
-        r"^You are OpenCode, ",
+        r"You are opencode, ",
+        r"You are OpenCode, ",
     ),
     volatile_presets=("todays-date",),
     session_sources=("header:x-session-affinity", "header:x-opencode-session"),
@@ -119,9 +121,9 @@ PI = Profile(
         ("user-agent", r"^pi/\d|^pi-coding-agent"),
     ),
     head_signature=(
-        r"operating inside pi, a coding agent harness",
-        r"\n</tools>\n\n<rules>\n",
+        r"You are an expert coding assistant operating inside pi, a coding agent harness",
     ),
+    head_markers=("\n</tools>\n\n<rules>\n",),  # its sectioned head
     volatile_presets=("current-date",),
     session_sources=("header:session_id", "header:x-session-affinity", "body:prompt_cache_key"),
     source="@earendil-works/pi-coding-agent 0.74.2 dist/core/system-prompt.js (Current date line), "
@@ -172,11 +174,15 @@ def _by_headers(headers: Mapping[str, Any]) -> Profile | None:
 
 
 def _by_head(head: Sequence[str]) -> Profile | None:
-    segments = [segment[:20000] for segment in head[:3]]
+    # Anchored matches and substring searches only: this runs on every request without headers.
+    segments = head[:3]
     for profile in PROFILES:
         for pattern in profile.head_signature:
-            rx = _re("(?m)" + pattern)
-            if any(rx.search(segment) for segment in segments):
+            rx = _re(pattern)
+            if any(rx.match(segment) for segment in segments):
+                return profile
+        for marker in profile.head_markers:
+            if any(segment.find(marker, 0, 20000) != -1 for segment in segments):
                 return profile
     return None
 

@@ -1,15 +1,18 @@
-"""The per-agent bench (bench/agents.py) on the bundled sessions: agents found from their headers,
-nothing lost, and the rows that need no learned lines within 1.02x of a perfectly stable client."""
+"""The per-agent bench (bench/agents.py) on the bundled sessions: agents found from their headers
+alone, nothing lost, and every row within 1.02x of a perfectly stable client with no setting changed."""
 from __future__ import annotations
 
 import importlib.util
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _bench():
+@pytest.fixture(scope="module")
+def bench():
     spec = importlib.util.spec_from_file_location("bench_agents", ROOT / "bench" / "agents.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules["bench_agents"] = module
@@ -17,20 +20,12 @@ def _bench():
     return module
 
 
-def test_claude_code_and_codex_rows_at_zero_configuration():
-    bench = _bench()
-    for agent in ("claude-code", "codex"):
-        row = bench.measure(agent)
-        assert row["detected"] == {agent: row["requests"]}
-        assert row["lost"] == []
-        assert row["plugin_vs_stable"] <= bench.TARGET_RATIO, row
-    claude = bench.measure("claude-code")
-    assert claude["no_plugin_vs_stable"] > 5  # the billing block alone breaks every request
-
-
-def test_every_bundled_agent_session_loses_nothing_and_unknown_agents_get_no_profile():
-    bench = _bench()
-    for agent in ("opencode", "unknown"):
-        row = bench.measure(agent)
-        assert row["lost"] == []
-        assert row["detected"] == ({"opencode": row["requests"]} if agent == "opencode" else {"none": row["requests"]})
+@pytest.mark.parametrize("agent, detected", [
+    ("claude-code", "claude-code"), ("opencode", "opencode"), ("codex", "codex"), ("unknown", "none")])
+def test_each_agent_row_at_zero_configuration(bench, agent, detected):
+    row = bench.measure(agent)
+    assert row["detected"] == {detected: row["requests"]}
+    assert row["lost"] == []
+    assert row["plugin_vs_stable"] <= bench.TARGET_RATIO, row
+    if agent != "codex":  # Codex keeps its head stable by itself
+        assert row["no_plugin_vs_stable"] > 1.5, row
