@@ -32,7 +32,7 @@ from .symlink import ensure_symlink
 logger = logging.getLogger("litellm_prefix")
 
 SAVE_ATTEMPTS = 3
-_BOOKKEEPING = frozenset({"texts", "need_texts", "drift", "head"})
+_BOOKKEEPING = frozenset({"texts", "need_texts", "drift", "head", "agent"})
 
 
 def is_warmup_ping(data: Mapping[str, Any]) -> bool:
@@ -123,7 +123,9 @@ class Stabilizer:
             self.stats["rewritten"] += 1
         if call_id:
             self.applied[call_id] = True
-        self._after(call_id, key, new_view, events, drift, settings, target, agent=agent)
+        if agent:  # reported like a rule's event: every sink reads the agent from the events
+            events = [Event("agent", {"name": agent}), *events]
+        self._after(call_id, key, new_view, events, drift, settings, target)
         return data
 
     def stabilize_sync(self, data: MutableMapping[str, Any], call_type: Any = None, **kwargs: Any):
@@ -163,9 +165,9 @@ class Stabilizer:
 
     # -- edges: logs, symlinks, reports -----------------------------------------------
 
-    def _after(self, call_id, key, view, events: list[Event], drift, settings: Settings, target: Target | None,
-               agent: str | None = None) -> None:
+    def _after(self, call_id, key, view, events: list[Event], drift, settings: Settings, target: Target | None) -> None:
         try:
+            agent = next((e.data["name"] for e in events if e.kind == "agent"), None)
             rules = [e for e in events if e.kind not in _BOOKKEEPING]
             session = key[:16] if key else None
             head = next((e.data["fingerprint"] for e in events if e.kind == "head"), None)
