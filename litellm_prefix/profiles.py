@@ -95,7 +95,9 @@ CODEX = Profile(
     ),
     session_sources=("header:session-id", "header:thread-id", "header:session_id", "header:x-client-request-id",
                      "body:prompt_cache_key"),
-    source="openai/codex codex-rs/codex-api/src/requests/headers.rs (session_id header, subagent header), "
+    # Review, compaction and memory runs share the conversation's id under another prompt.
+    subagent_headers=("x-openai-subagent",),
+    source="openai/codex codex-rs/codex-api/src/requests/headers.rs (session_id header, x-openai-subagent), "
     "codex-rs/core (originator codex_cli_rs, user agent <originator>/<version> (...))",
 )
 

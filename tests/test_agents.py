@@ -443,3 +443,17 @@ def test_keep_billing_header_per_model_for_a_gateway_in_front_of_anthropic():
     removed = Stabilizer(settings).stabilize_sync(_proxy(body, claude_code_headers()), "anthropic_messages",
                                                   target=target, model_names=("other",))
     assert removed["system"][0]["text"] != billing_block(0)
+
+
+def test_codex_review_and_compaction_runs_are_their_own_streams():
+    data = _proxy({}, {**codex_headers("conv-1"), "x-openai-subagent": "compact"})
+    view = View(shape="responses", head=("You are Codex, a coding agent.",), tools=None, body=())
+    assert session_id(data, view, profiles.CODEX)[0] == "conv-1"
+    assert session_stream(data, view, profiles.CODEX) == "agent:compact"
+    assert session_stream(_proxy({}, codex_headers("conv-1")), view, profiles.CODEX) is None
+
+
+def test_pi_session_id_and_unknown_agents_keep_litellm_session_ids():
+    assert _sid(_proxy({}, {**pi_headers(), "session_id": "pi-s-1"})) == ("pi-s-1", "header:session_id")
+    unknown = {"litellm_session_id": "abc12345", **_proxy({}, {"user-agent": "OpenAI/Python 1.99.1"})}
+    assert _sid(unknown) == ("abc12345", "litellm_session_id")
