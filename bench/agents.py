@@ -15,7 +15,7 @@ Target: plugin ≤ 1.02 × stable on every row. Each plugin run is also checked 
 every client message or item reaches the output in order, tool calls stay paired with
 their results, and every tool is still there.
 
-    .venv/bin/python bench/agents.py [--json]
+    .venv/bin/python bench/agents.py [--json]      # also writes bench/results/agents.json
 """
 from __future__ import annotations
 
@@ -125,6 +125,8 @@ def measure(agent: str) -> dict:
 
 def main() -> int:
     rows = [measure(agent) for agent in AGENTS]
+    out = ROOT / "bench" / "results" / "agents.json"
+    out.write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
     if "--json" in sys.argv:
         print(json.dumps(rows, indent=2))
     else:
