@@ -2,7 +2,8 @@
 
 A profile says how to recognise an agent (request headers, else a signature of its head),
 which volatile presets and notification patterns it needs, where its own session id is,
-how a subagent shows, and whether it sends Claude Code's billing block. Rules never see
+and how a subagent shows. (Claude Code's billing block is handled for every request that
+carries it, detected or not: ``rules/billing.py``.) Rules never see
 a profile: ``apply`` merges it into the request's ``Settings`` (like ``Settings.for_model``),
 and ``session.session_id`` reads its session-id sources. No ``if agent == ...`` anywhere.
 
@@ -49,8 +50,6 @@ class Profile:
     shared_head: tuple[str, ...] = ()
     # Tell subagents apart by the first head segment that is not shared (when no header says so).
     stream_by_head: bool = False
-    # Sends Claude Code's ``x-anthropic-billing-header`` system block.
-    billing_block: bool = False
     source: str = ""
 
 
@@ -78,7 +77,6 @@ CLAUDE_CODE = Profile(
         r"You are a Claude agent, built on Anthropic's Claude Agent SDK\.\s*$",
     ),
     stream_by_head=True,
-    billing_block=True,
     source="@anthropic-ai/claude-code 2.1.90 cli.js (request headers, z08 attribution header, user_id metadata, "
     "system blocks [billing, identity, prompt]); 2.1.197 is a native binary",
 )

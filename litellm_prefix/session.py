@@ -56,6 +56,7 @@ def _first_user_text(view: View) -> str:
     return ""
 
 
+_DIGITS = re.compile(r"[0-9]+")
 _LEGACY_USER_ID = re.compile(r"_session_([A-Za-z0-9-]{8,})$")
 
 
@@ -119,7 +120,8 @@ def session_stream(data: Mapping[str, Any], view: View, profile: "Profile | None
     if profile.stream_by_head:
         for segment in view.head:
             if not any(re.match(pattern, segment) for pattern in profile.shared_head):
-                return f"head:{content_hash(segment[:256])}"
+                # Digits blanked: a date or counter near the start never splits the main stream.
+                return f"head:{content_hash(_DIGITS.sub('0', segment[:256]))}"
     return None
 
 

@@ -457,3 +457,16 @@ def test_pi_session_id_and_unknown_agents_keep_litellm_session_ids():
     assert _sid(_proxy({}, {**pi_headers(), "session_id": "pi-s-1"})) == ("pi-s-1", "header:session_id")
     unknown = {"litellm_session_id": "abc12345", **_proxy({}, {"user-agent": "OpenAI/Python 1.99.1"})}
     assert _sid(unknown) == ("abc12345", "litellm_session_id")
+
+
+def test_a_date_near_the_start_of_the_main_prompt_does_not_split_its_stream():
+    def view(prompt):
+        return View(shape="anthropic", head=(billing_block(1), "You are Claude Code, Anthropic's official CLI for Claude.",
+                                             prompt), tools=None, body=())
+
+    data = _proxy({}, claude_code_headers())
+    cc = profiles.CLAUDE_CODE
+    day1 = session_stream(data, view("Session started 2026-12-01 23:59:59. You are an interactive agent."), cc)
+    day2 = session_stream(data, view("Session started 2026-12-02 00:00:03. You are an interactive agent."), cc)
+    other = session_stream(data, view("Session started 2026-12-01 23:59:59. You review pull requests."), cc)
+    assert day1 == day2 != other
