@@ -95,7 +95,7 @@ class Stabilizer:
             settings = profiles.apply(settings, profile)
             agent = profile.name if profile is not None else None
             ctx = Context(settings=settings, target=target or Target(), client_body=view.body,
-                          ping=is_warmup_ping(data), now=self.clock())
+                          ping=is_warmup_ping(data))
             call_id = data.get("litellm_call_id") if isinstance(data.get("litellm_call_id"), str) else None
             if call_id and call_id in self.applied:
                 new_view, _, events = pipeline.run(view, Journal(), ctx, pipeline.STATELESS_RULES)
@@ -136,6 +136,7 @@ class Stabilizer:
 
     async def _run_with_journal(self, view, ctx: Context, key: str):
         """Load, run, compare-and-set; on a conflict reload and run again (bounded)."""
+        ctx = dataclasses.replace(ctx, now=self.clock())  # the time history-dependent rules see
         for attempt in range(SAVE_ATTEMPTS):
             raw, version = await self.store.load(key)
             journal = Journal.from_json(json.loads(raw)) if raw else Journal()

@@ -58,7 +58,7 @@ _RUN = re.compile(
     r"|(?<![0-9A-Za-z])(?=[0-9A-F]*[0-9])[0-9A-F]{5,}(?![0-9A-Za-z])"
     r"|[0-9]+"
 )
-_DIGIT_LINE = re.compile(r"^[^\n0-9]*[0-9][^\n]*", re.MULTILINE)  # a whole line holding a digit
+_has_digit = re.compile(r"[0-9]").search
 _HEX_LETTER = re.compile(r"[a-fA-F]")
 _MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\.?"
 # Calendar dates: ISO and slashed forms, day.month.year, and month names with a day and year.
@@ -202,9 +202,8 @@ def candidate_lines(head: tuple[str, ...]) -> dict[str, str]:
     found: dict[str, str] = {}
     repeated: set[str] = set()
     for segment in head:
-        for match in _DIGIT_LINE.finditer(segment):
-            line = match.group()
-            if len(line) > MAX_LINE_CHARS:
+        for line in segment.split("\n"):  # measured: faster than one multi-line regex over the segment
+            if len(line) > MAX_LINE_CHARS or not _has_digit(line):
                 continue
             key = shape_key(line)
             if key in repeated:
