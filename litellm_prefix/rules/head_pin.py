@@ -19,14 +19,12 @@ from ..journal import Journal, Note, content_hash
 from ..sections import PI_SECTIONS, PatchEntry, parse_head, render_head, render_patch
 from ..view import View
 from .notes import tail_anchor
-from .patches import is_notification
+from .patches import run_is_notification
 
 
 def _last_run_is_notification(view: View, ctx: Context) -> bool:
-    for item in reversed(view.body):
-        if isinstance(item, dict) and item.get("role") == "user":
-            return is_notification(item, ctx)
-    return False
+    """Is the run this request continues (the run of its last message) a notification run?"""
+    return run_is_notification(view.body, -1, ctx)
 
 
 def _minus_extensions(current: tuple[tuple[str, str], ...], pinned: tuple[tuple[str, str], ...]) -> bool:
