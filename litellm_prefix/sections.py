@@ -8,9 +8,13 @@ messages whose parts are ``Removed system prompt section "NAME".`` or
 """
 from __future__ import annotations
 
+import hashlib
 import re
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
+from typing import Any
 
 PI_SECTIONS = frozenset({"preamble", "tools", "rules", "docs", "addendum", "project_context", "skills", "cwd"})
 JOIN = "\n\n"
@@ -19,13 +23,103 @@ _REMOVED = re.compile(r'Removed system prompt section "(?P<name>[^"\n]+)"\.')
 _UPDATED = re.compile(r'Updated system prompt section "(?P<name>[^"\n]+)":\n\n')
 
 
-@lru_cache(maxsize=16)
+class _Entry:
+    __slots__ = ("text", "digest", "memo")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.digest: str | None = None
+        self.memo: dict | None = None
+
+
+class KnownTexts:
+    """Texts seen recently (head segments and their sections), each with its hash and derived values.
+
+    Every request brings its head as new string objects, so a cache keyed by the string
+    itself would hash (read) every byte of a 500 KB head again on every lookup. Here the
+    key is a sample (length, first and last 32 characters) and a hit is confirmed by
+    equality, a ``memcmp``: per request a known head costs one comparison instead of a
+    scan per rule, and a changed head costs a scan of its changed sections only.
+    Derived values are pure functions of the text, so a hit can never change a result.
+    Bounded by total characters (least recently used out first).
+    """
+
+    def __init__(self, max_chars: int = 64 << 20) -> None:
+        self._buckets: OrderedDict[Any, list[_Entry]] = OrderedDict()
+        self._chars = 0
+        self._max_chars = max_chars
+        self._lock = threading.Lock()
+
+    def entry(self, text: str) -> _Entry:
+        n = len(text)
+        key = (n, text[:32], text[-32:]) if n > 64 else text
+        with self._lock:
+            bucket = self._buckets.get(key)
+            if bucket is not None:
+                for entry in bucket:
+                    if entry.text is text or entry.text == text:
+                        self._buckets.move_to_end(key)
+                        return entry
+            else:
+                bucket = self._buckets[key] = []
+            entry = _Entry(text)
+            bucket.append(entry)
+            self._chars += n
+            while self._chars > self._max_chars and len(self._buckets) > 1:
+                _, evicted = self._buckets.popitem(last=False)
+                self._chars -= sum(len(e.text) for e in evicted)
+            return entry
+
+    def clear(self) -> None:
+        with self._lock:
+            self._buckets.clear()
+            self._chars = 0
+
+
+KNOWN = KnownTexts()
+
+
+def text_digest(text: str) -> str:
+    """``journal.content_hash`` of a text, computed once per distinct text while it is known."""
+    entry = KNOWN.entry(text)
+    if entry.digest is None:
+        entry.digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:20]
+    return entry.digest
+
+
+def memo(text: str, key: Any, compute: Callable[[str], Any]) -> Any:
+    """``compute(text)``, computed once per distinct text (``compute`` must be a pure function of it)."""
+    entry = KNOWN.entry(text)
+    if entry.memo is None:
+        entry.memo = {}
+    try:
+        return entry.memo[key]
+    except KeyError:
+        value = entry.memo[key] = compute(text)
+        return value
+
+
 def parse_head(text: str) -> tuple[tuple[str, str], ...] | None:
     """``((name, block), ...)`` with ``JOIN.join(blocks) == text``, or ``None`` when the text is not sectioned.
 
-    Scanned with ``str.find`` (a regex over a 500 KB head is too slow for every request);
-    cached, since several rules ask about the same head string in one request.
+    Parsed once per distinct text (``memo``): every rule asks about the same head, and a
+    rule that rewrites sections hands the new head's parse over (``known_sections``).
     """
+    return memo(text, "sections", _parse_head)
+
+
+def known_sections(sections: tuple[tuple[str, str], ...]) -> str:
+    """The head text of ``sections`` (changed by a rule, structure kept), remembered as their parse."""
+    text = render_head(sections)
+    entry = KNOWN.entry(text)
+    if entry.memo is None:
+        entry.memo = {}
+    entry.memo.setdefault("sections", sections)
+    return text
+
+
+def _parse_head(text: str) -> tuple[tuple[str, str], ...] | None:
+    # Scanned with ``str.find`` (a regex over a 500 KB head is too slow).
     start = 0 if _OPEN.match(text, 0) else -1
     if start == -1:
         at = text.find("\n\n<")

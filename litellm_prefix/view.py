@@ -43,10 +43,11 @@ def is_system_message(item: Any) -> bool:
 
 def tool_name(tool: Any) -> str:
     """The name of a tool in any shape: OpenAI ``function.name``, Anthropic/Responses ``name``."""
-    if not isinstance(tool, Mapping):
+    if type(tool) is not dict and not isinstance(tool, Mapping):  # (the ABC check is slow; most are dicts)
         return ""
     function = tool.get("function")
-    if isinstance(function, Mapping) and isinstance(function.get("name"), str):
+    if function is not None and (type(function) is dict or isinstance(function, Mapping)) \
+            and isinstance(function.get("name"), str):
         return function["name"]
     name = tool.get("name")
     if isinstance(name, str):

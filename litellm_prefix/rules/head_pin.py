@@ -15,8 +15,8 @@ Tools are not part of the pin: tool changes always pass through.
 from __future__ import annotations
 
 from ..context import Context, Event
-from ..journal import Journal, Note, content_hash
-from ..sections import PI_SECTIONS, PatchEntry, parse_head, render_head, render_patch
+from ..journal import Journal, Note
+from ..sections import PI_SECTIONS, PatchEntry, known_sections, parse_head, render_patch, text_digest
 from ..view import View
 from .notes import tail_anchor
 from .patches import run_is_notification
@@ -51,7 +51,7 @@ def keep_pinned_head(view: View, journal: Journal, ctx: Context) -> tuple[View, 
     sections = parse_head(view.head[0])
     if sections is None:
         return view, journal, []
-    hashes = tuple((name, content_hash(block)) for name, block in sections)
+    hashes = tuple((name, text_digest(block)) for name, block in sections)
     pinned = journal.pinned
     if pinned is None or hashes == pinned and journal.told in (None, pinned):
         if pinned is None:
@@ -62,7 +62,7 @@ def keep_pinned_head(view: View, journal: Journal, ctx: Context) -> tuple[View, 
     missing = [h for _, h in pinned if h not in texts and h not in ctx.texts]
 
     def pinned_head() -> tuple[str, ...]:
-        text = render_head([(name, texts.get(h) or ctx.texts[h]) for name, h in pinned])
+        text = known_sections(tuple((name, texts.get(h) or ctx.texts[h]) for name, h in pinned))
         return (text, *view.head[1:])
 
     if ctx.settings.head_policy == "pin":

@@ -19,6 +19,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..context import Context, Event
+from ..sections import known_sections, memo, parse_head
+from ..drift import tools_json
 from ..view import View, is_system_message
 
 _BOUNDARY_CHARS = frozenset("\"'`(<[")
@@ -101,6 +103,43 @@ def rewrite_text(text: str, ctx: Context, found: dict[str, int]) -> str:
     return "".join(pieces)
 
 
+def rewrite_head_text(text: str, ctx: Context, found: dict[str, int]) -> str:
+    """``rewrite_text`` of a head segment, section by section: only the sections that mention the
+    suffix are searched and copied (which sections do is remembered per section text).
+
+    Same bytes as ``rewrite_text`` on the whole segment: a root mention holds no newline, so
+    it never crosses a section boundary, and a section's start and end are boundaries to it
+    just as the newlines around it are in the whole text."""
+    suffix = ctx.settings.package_path_suffix
+    if not memo(text, ("mentions", suffix), lambda t: suffix in t):
+        return text
+    # The result depends on the text, the settings and, with pathCheck exists, on which roots
+    # exist: remembered under all three, so a head seen before costs no copy at all.
+    stable = ctx.settings.resolved_stable_path
+    check = ctx.settings.path_check == "exists"
+    roots = memo(text, ("roots", suffix), lambda t: tuple(sorted({t[a:b] for a, b in find_roots(t, suffix)})))
+    key = ("rewritten", suffix, stable, check, tuple(ctx.path_exists(r) for r in roots) if check else ())
+    new_text, counts = memo(text, key, lambda t: _rewrite_head_text(t, ctx))
+    for root, count in counts:
+        found[root] = found.get(root, 0) + count
+    return new_text
+
+
+def _rewrite_head_text(text: str, ctx: Context) -> tuple[str, tuple[tuple[str, int], ...]]:
+    found: dict[str, int] = {}
+    suffix = ctx.settings.package_path_suffix
+    sections = parse_head(text)
+    if sections is None or "\n" in suffix:
+        return rewrite_text(text, ctx, found), tuple(found.items())
+    blocks = [(name, rewrite_text(block, ctx, found)) if memo(block, ("mentions", suffix), lambda t: suffix in t)
+              else (name, block) for name, block in sections]
+    if all(new is old for (_, new), (_, old) in zip(blocks, sections)):
+        return text, tuple(found.items())
+    if any(c in ctx.settings.resolved_stable_path for c in "<>\n"):  # could touch section tags
+        return "\n\n".join(block for _, block in blocks), tuple(found.items())
+    return known_sections(tuple(blocks)), tuple(found.items())
+
+
 def _rewrite_value(value: Any, ctx: Context, found: dict[str, int]) -> Any:
     if isinstance(value, str):
         new_text = rewrite_text(value, ctx, found)
@@ -123,12 +162,14 @@ def _may_mention(tools: tuple[Any, ...], ctx: Context) -> bool:
     suffix = ctx.settings.package_path_suffix
     if any(c in suffix for c in '"\\') or not suffix.isprintable():
         return True  # JSON would escape the suffix: walk to be sure
-    return any(suffix in ctx.tool_json(tool) for tool in tools)
+    if any(c in suffix for c in ",[]{}"):  # could span two tools in the list's JSON
+        return any(suffix in ctx.tool_json(tool) for tool in tools)
+    return suffix in tools_json(View("chat", (), tools, ()), ctx)
 
 
 def stabilize_install_paths(view: View, ctx: Context) -> tuple[View, list[Event]]:
     found: dict[str, int] = {}
-    head = tuple(rewrite_text(text, ctx, found) for text in view.head)
+    head = tuple(rewrite_head_text(text, ctx, found) for text in view.head)
     tools = view.tools
     if tools and _may_mention(tools, ctx):
         new_tools = tuple(_rewrite_value(tool, ctx, found) for tool in tools)
