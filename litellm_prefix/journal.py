@@ -12,6 +12,8 @@ versioned for compare-and-set. What it records:
 - ``memory``: the frozen memory block and the entries reported removed or restored;
 - ``volatile``: each pinned volatile span's first value and the last value delivered;
 - ``dropped``: keys of dropped section-patch entries;
+- ``order``: the recorded head's section order (its hash, then each section's hash), so a
+  head that only reorders those sections is sent in the recorded order;
 - ``notes``: each injected note with its anchor: the body message after which it sits,
   by index and content hash. When an anchor is gone (the client compacted or truncated
   its history) the note and the state it carried are re-seeded: compaction rewrites the
@@ -90,6 +92,7 @@ class Journal:
     dropped: frozenset[str] = frozenset()
     notes: tuple[Note, ...] = ()
     requests: int = 0
+    order: tuple[str, ...] | None = None  # (head hash, section hash, ...) of the recorded head
 
     def replace(self, **changes: Any) -> "Journal":
         return dataclasses.replace(self, **changes)
@@ -128,6 +131,8 @@ class Journal:
             out["dropped"] = sorted(self.dropped)
         if self.notes:
             out["notes"] = [n.to_json() for n in self.notes]
+        if self.order is not None:
+            out["order"] = list(self.order)
         return out
 
     @classmethod
@@ -151,6 +156,7 @@ class Journal:
             dropped=frozenset(raw.get("dropped", ())),
             notes=tuple(Note.from_json(n) for n in raw.get("notes", ())),
             requests=int(raw.get("n", 0)),
+            order=tuple(str(h) for h in raw["order"]) if "order" in raw else None,
         )
 
     def encoded(self) -> str:
