@@ -41,10 +41,11 @@ class KnownTexts:
     equality, a ``memcmp``: per request a known head costs one comparison instead of a
     scan per rule, and a changed head costs a scan of its changed sections only.
     Derived values are pure functions of the text, so a hit can never change a result.
-    Bounded by total characters (least recently used out first).
+    Bounded by the texts' total characters, least recently used out first (a parse holds a
+    copy of its text in its sections: count about twice that in memory).
     """
 
-    def __init__(self, max_chars: int = 64 << 20) -> None:
+    def __init__(self, max_chars: int = 32 << 20) -> None:
         self._buckets: OrderedDict[Any, list[_Entry]] = OrderedDict()
         self._chars = 0
         self._max_chars = max_chars

@@ -19,6 +19,7 @@ hash, then each section's), so resumes and other replicas make the same choice.
 """
 from __future__ import annotations
 
+import hashlib
 import re
 
 from ..context import Context, Event
@@ -67,11 +68,17 @@ def _units(text: str) -> tuple[str, ...]:
         position = following + len(JOIN)
 
 
+def order_of(text: str) -> tuple[str, ...]:
+    """(head hash, section hash, ...): the head hash is taken over the sections' hashes, so
+    each byte is hashed once (the sections' hashes are shared with the other rules')."""
+    return memo(text, "order", _order_of)
+
+
 def _order_of(text: str) -> tuple[str, ...]:
     units = head_units(text)
-    if len(units) > MAX_SECTIONS:
-        return (text_digest(text),)
-    return (text_digest(text), *(text_digest(unit) for unit in units))
+    hashes = tuple(text_digest(unit) for unit in units)
+    head = hashlib.sha256("\x00".join(hashes).encode()).hexdigest()[:20]
+    return (head,) if len(units) > MAX_SECTIONS else (head, *hashes)
 
 
 def _compared(hashes) -> list[str]:
@@ -89,9 +96,9 @@ def keep_section_order(view: View, journal: Journal, ctx: Context) -> tuple[View
         return view, journal, []
     text = view.head[0]
     recorded = journal.order
-    if recorded is not None and recorded[0] == text_digest(text):
+    order = order_of(text)
+    if recorded is not None and recorded[0] == order[0]:
         return view, journal, []
-    order = _order_of(text)
     if recorded is not None and len(recorded) > 1 and len(order) > 1 and _compared(order[1:]) == _compared(recorded[1:]):
         head = memo(text, ("in order", recorded), lambda t: _in_order(t, order, recorded))
         return view.replace(head=(head, *view.head[1:])), journal, [
