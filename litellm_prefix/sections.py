@@ -119,6 +119,44 @@ def known_sections(sections: tuple[tuple[str, str], ...]) -> str:
     return text
 
 
+class SectionedText:
+    """A head segment as sections, joined into its text once, when first read.
+
+    Rules that rewrite sections (install paths, the tools list) hand these on, so the head
+    is copied once however many of them change it. ``memo`` holds values derived from it,
+    like a known text's: the same object comes back for the same input text, so a head seen
+    before is neither joined nor rewritten again."""
+
+    __slots__ = ("sections", "_text", "memo")
+
+    def __init__(self, sections: tuple[tuple[str, str], ...]) -> None:
+        self.sections = sections
+        self._text: str | None = None
+        self.memo: dict = {}
+
+    @property
+    def text(self) -> str:
+        if self._text is None:
+            self._text = known_sections(self.sections)
+        return self._text
+
+
+def sections_of(segment: Any) -> tuple[tuple[str, str], ...] | None:
+    """The sections of a head segment (a string or a ``SectionedText``), or ``None`` when unsectioned."""
+    return segment.sections if isinstance(segment, SectionedText) else parse_head(segment)
+
+
+def segment_memo(segment: Any, key: Any, compute: Callable[[Any], Any]) -> Any:
+    """``memo`` for a head segment, a string or a ``SectionedText``."""
+    if not isinstance(segment, SectionedText):
+        return memo(segment, key, compute)
+    try:
+        return segment.memo[key]
+    except KeyError:
+        value = segment.memo[key] = compute(segment)
+        return value
+
+
 def _parse_head(text: str) -> tuple[tuple[str, str], ...] | None:
     # Scanned with ``str.find`` (a regex over a 500 KB head is too slow).
     start = 0 if _OPEN.match(text, 0) else -1

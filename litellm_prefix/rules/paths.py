@@ -19,8 +19,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..context import Context, Event
-from ..sections import known_sections, memo, parse_head
 from ..drift import tools_json
+from ..sections import JOIN, SectionedText, memo, sections_of, segment_memo
 from ..view import View, is_system_message
 
 _BOUNDARY_CHARS = frozenset("\"'`(<[")
@@ -103,41 +103,50 @@ def rewrite_text(text: str, ctx: Context, found: dict[str, int]) -> str:
     return "".join(pieces)
 
 
-def rewrite_head_text(text: str, ctx: Context, found: dict[str, int]) -> str:
-    """``rewrite_text`` of a head segment, section by section: only the sections that mention the
-    suffix are searched and copied (which sections do is remembered per section text).
+def rewrite_head_text(segment: Any, ctx: Context, found: dict[str, int]) -> Any:
+    """``rewrite_text`` of a head segment (a string or a ``SectionedText``), section by section:
+    only the sections that mention the suffix are searched and copied (which sections do is
+    remembered per section text). A sectioned result is handed on unjoined (``SectionedText``).
 
     Same bytes as ``rewrite_text`` on the whole segment: a root mention holds no newline, so
     it never crosses a section boundary, and a section's start and end are boundaries to it
     just as the newlines around it are in the whole text."""
     suffix = ctx.settings.package_path_suffix
-    if not memo(text, ("mentions", suffix), lambda t: suffix in t):
-        return text
+    if "\n" in suffix and isinstance(segment, SectionedText):
+        segment = segment.text
+    sections = sections_of(segment) if "\n" not in suffix else None
+    parts = [block for _, block in sections] if sections else [segment]
+    # Candidate roots, section by section (each section's remembered while its text is known).
+    roots = sorted({root for part in parts for root in memo(part, ("roots", suffix), lambda t: _roots(t, suffix))})
+    if not roots:
+        return segment
     # The result depends on the text, the settings and, with pathCheck exists, on which roots
     # exist: remembered under all three, so a head seen before costs no copy at all.
     stable = ctx.settings.resolved_stable_path
     check = ctx.settings.path_check == "exists"
-    roots = memo(text, ("roots", suffix), lambda t: tuple(sorted({t[a:b] for a, b in find_roots(t, suffix)})))
     key = ("rewritten", suffix, stable, check, tuple(ctx.path_exists(r) for r in roots) if check else ())
-    new_text, counts = memo(text, key, lambda t: _rewrite_head_text(t, ctx))
+    new_segment, counts = segment_memo(segment, key, lambda seg: _rewrite_head_text(seg, sections, ctx))
     for root, count in counts:
         found[root] = found.get(root, 0) + count
-    return new_text
+    return new_segment
 
 
-def _rewrite_head_text(text: str, ctx: Context) -> tuple[str, tuple[tuple[str, int], ...]]:
+def _roots(text: str, suffix: str) -> tuple[str, ...]:
+    return tuple({text[start:end]: None for start, end in find_roots(text, suffix)})
+
+
+def _rewrite_head_text(segment: Any, sections, ctx: Context) -> tuple[Any, tuple[tuple[str, int], ...]]:
     found: dict[str, int] = {}
     suffix = ctx.settings.package_path_suffix
-    sections = parse_head(text)
-    if sections is None or "\n" in suffix:
-        return rewrite_text(text, ctx, found), tuple(found.items())
-    blocks = [(name, rewrite_text(block, ctx, found)) if memo(block, ("mentions", suffix), lambda t: suffix in t)
-              else (name, block) for name, block in sections]
+    if sections is None:
+        return rewrite_text(segment, ctx, found), tuple(found.items())
+    blocks = tuple((name, rewrite_text(block, ctx, found)) if memo(block, ("roots", suffix), lambda t: _roots(t, suffix))
+                   else (name, block) for name, block in sections)
     if all(new is old for (_, new), (_, old) in zip(blocks, sections)):
-        return text, tuple(found.items())
-    if any(c in ctx.settings.resolved_stable_path for c in "<>\n"):  # could touch section tags
-        return "\n\n".join(block for _, block in blocks), tuple(found.items())
-    return known_sections(tuple(blocks)), tuple(found.items())
+        return segment, tuple(found.items())
+    if any(c in ctx.settings.resolved_stable_path for c in "<>\n"):  # could touch section tags: parse again
+        return JOIN.join(block for _, block in blocks), tuple(found.items())
+    return SectionedText(blocks), tuple(found.items())
 
 
 def _rewrite_value(value: Any, ctx: Context, found: dict[str, int]) -> Any:
@@ -169,7 +178,7 @@ def _may_mention(tools: tuple[Any, ...], ctx: Context) -> bool:
 
 def stabilize_install_paths(view: View, ctx: Context) -> tuple[View, list[Event]]:
     found: dict[str, int] = {}
-    head = tuple(rewrite_head_text(text, ctx, found) for text in view.head)
+    segments = tuple(rewrite_head_text(segment, ctx, found) for segment in view.segments)
     tools = view.tools
     if tools and _may_mention(tools, ctx):
         new_tools = tuple(_rewrite_value(tool, ctx, found) for tool in tools)
@@ -183,7 +192,9 @@ def stabilize_install_paths(view: View, ctx: Context) -> tuple[View, list[Event]
     if not found:
         return view, []
     events = [Event("install_path", {"root": root, "count": count}) for root, count in sorted(found.items())]
-    return view.replace(head=head, tools=tools, body=body), events
+    if all(new is old for new, old in zip(segments, view.segments)):
+        return view.replace(tools=tools, body=body), events
+    return view.replace(segments=segments, tools=tools, body=body), events
 
 
 def _rewrite_system_message(item: Any, ctx: Context, found: dict[str, int]) -> Any:

@@ -24,7 +24,7 @@ import re
 
 from ..context import Context, Event
 from ..journal import Journal
-from ..sections import JOIN, memo, text_digest
+from ..sections import JOIN, memo, parse_head, text_digest
 from ..view import View
 
 _OPEN = re.compile(r"<([A-Za-z][A-Za-z0-9_.-]*)>\n")
@@ -44,6 +44,15 @@ def head_units(text: str) -> tuple[str, ...]:
 
 
 def _units(text: str) -> tuple[str, ...]:
+    sections = parse_head(text)
+    if sections is not None:
+        # The same split, from the parse the other rules share (no second scan; the same
+        # section strings, so their hashes are shared too): a pi head's preamble holds no
+        # section opener after a blank line, so its sections are its paragraphs.
+        if sections[0][0] == "preamble" and not _OPEN.match(sections[0][1]):
+            return (*sections[0][1].split(JOIN), *(block for _, block in sections[1:]))
+        if sections[0][0] != "preamble":
+            return tuple(block for _, block in sections)
     out: list[str] = []
     position, size = 0, len(text)
     while True:

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..context import Context, Event
-from ..sections import known_sections, memo, parse_head
+from ..sections import SectionedText, memo, sections_of, segment_memo
 from ..view import View, tool_name
 
 _OPEN = "<tools>\n"
@@ -107,30 +107,32 @@ def _tools_region(text: str) -> tuple[int, int, int] | str:
     return at, body_start, close
 
 
-def sort_tools_in_head(text: str) -> str:
-    """``sort_tools_section`` of a head segment, section by section: the first section with a
-    ``<tools>`` line is sorted on its own (remembered per section text); the others are not read.
+def sort_tools_in_head(segment: Any) -> Any:
+    """``sort_tools_section`` of a head segment (a string or a ``SectionedText``), section by
+    section: the first section with a ``<tools>`` line is sorted on its own (remembered per
+    section text); the others are not read. A sectioned result is handed on unjoined.
 
     Same bytes as on the whole segment: a section starts at a line start, so the first
     ``<tools>`` line of the segment is the first one of the first section that has one; when
     that section does not close it, the whole segment is sorted as before."""
-    return memo(text, "sorted head tools", _sort_tools_in_head) or text
+    return segment_memo(segment, "sorted head tools", _sort_tools_in_head) or segment
 
 
-def _sort_tools_in_head(text: str) -> str | None:
-    sections = parse_head(text)
+def _sort_tools_in_head(segment: Any) -> Any:
+    sections = sections_of(segment)
     if sections is None:
-        return memo(text, "sorted tools", _sorted_or_none)
+        return memo(segment, "sorted tools", _sorted_or_none)
     for index, (name, block) in enumerate(sections):
         region = memo(block, "tools region", _tools_region)
         if region == "none":
             continue
         if region == "open":
+            text = segment if isinstance(segment, str) else segment.text
             return memo(text, "sorted tools", _sorted_or_none)
         new_block = memo(block, "sorted tools", _sorted_or_none)
         if new_block is None:
             return None
-        return known_sections((*sections[:index], (name, new_block), *sections[index + 1:]))
+        return SectionedText((*sections[:index], (name, new_block), *sections[index + 1:]))
     return None
 
 
@@ -147,11 +149,11 @@ def normalize_tool_order(view: View, ctx: Context) -> tuple[View, list[Event]]:
     if ctx.settings.tool_order != "sort":
         return view, []
     events: list[Event] = []
-    head = tuple(sort_tools_in_head(text) for text in view.head)
-    if head != view.head:
+    segments = tuple(sort_tools_in_head(segment) for segment in view.segments)
+    if any(new is not old for new, old in zip(segments, view.segments)):
         events.append(Event("tool_order", {"where": "tools section"}))
     else:
-        head = view.head
+        segments = None
     tools = view.tools
     if tools:
         new_tools = sort_tools(tools)
@@ -160,4 +162,6 @@ def normalize_tool_order(view: View, ctx: Context) -> tuple[View, list[Event]]:
             tools = new_tools
     if not events:
         return view, []
-    return view.replace(head=head, tools=tools), events
+    if segments is None:
+        return view.replace(tools=tools), events
+    return view.replace(segments=segments, tools=tools), events
