@@ -1,4 +1,9 @@
-"""pi's sectioned head (pi >= 0.86) and its section-patch wire format. Pure functions.
+"""pi's sectioned head (pi >= 0.86), its section-patch wire format, and the head as sections.
+
+Parsing, hashing and every value derived from a head text are done once per distinct
+text (``KNOWN``, ``memo``, ``text_digest``): each request brings its 500 KB head as new
+strings, and a known head then costs one comparison instead of a pass per rule. Rules that
+change sections hand them on unjoined (``SectionedText``); the head is joined once.
 
 A head is an ordered set of sections: untagged ``preamble``, then ``tools, rules, docs,
 addendum, project_context, skills, cwd``, then extension sections, each wrapped
