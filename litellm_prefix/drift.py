@@ -18,7 +18,7 @@ from typing import Any
 
 from .context import Context, Event, compact_json, orjson
 from .journal import HeadRecord, Journal
-from .sections import JOIN, parse_head, text_digest
+from .sections import JOIN, parse_head, section_digests, text_digest
 from .view import View, tool_name
 
 CHARS_PER_TOKEN = 4
@@ -104,7 +104,7 @@ def head_record(view: View, ctx: Context | None = None) -> tuple[HeadRecord, dic
     tools = tools_json(view, ctx)
     # Each section hashed once while its text is known (``text_digest``): an unchanged 500 KB
     # head costs one comparison per section, not a SHA-256 over every byte.
-    hashes = [text_digest(text) for _, text in parts]
+    hashes = [h for segment in view.head for h in section_digests(segment)]
     tools_hash = text_digest(tools)
     record = HeadRecord(
         # A hash over the parts' hashes: identifies the exact bytes without hashing the whole head again.

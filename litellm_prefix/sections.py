@@ -114,6 +114,17 @@ def parse_head(text: str) -> tuple[tuple[str, str], ...] | None:
     return memo(text, "sections", _parse_head)
 
 
+def section_digests(text: str) -> tuple[str, ...]:
+    """``text_digest`` of each of the text's sections (of the text itself when unsectioned), in order;
+    one lookup for a known head."""
+    return memo(text, "digests", _section_digests)
+
+
+def _section_digests(text: str) -> tuple[str, ...]:
+    sections = parse_head(text)
+    return tuple(text_digest(block) for _, block in sections) if sections else (text_digest(text),)
+
+
 def known_sections(sections: tuple[tuple[str, str], ...]) -> str:
     """The head text of ``sections`` (changed by a rule, structure kept), remembered as their parse."""
     text = render_head(sections)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from ..context import Context, Event
 from ..journal import Journal, Note
-from ..sections import PI_SECTIONS, PatchEntry, known_sections, parse_head, render_patch, text_digest
+from ..sections import PI_SECTIONS, PatchEntry, known_sections, parse_head, render_patch, section_digests
 from ..view import View
 from .notes import tail_anchor
 from .patches import run_is_notification
@@ -51,7 +51,7 @@ def keep_pinned_head(view: View, journal: Journal, ctx: Context) -> tuple[View, 
     sections = parse_head(view.head[0])
     if sections is None:
         return view, journal, []
-    hashes = tuple((name, text_digest(block)) for name, block in sections)
+    hashes = tuple((name, h) for (name, _), h in zip(sections, section_digests(view.head[0])))
     pinned = journal.pinned
     if pinned is None or hashes == pinned and journal.told in (None, pinned):
         if pinned is None:

@@ -115,9 +115,8 @@ def rewrite_head_text(segment: Any, ctx: Context, found: dict[str, int]) -> Any:
     if "\n" in suffix and isinstance(segment, SectionedText):
         segment = segment.text
     sections = sections_of(segment) if "\n" not in suffix else None
-    parts = [block for _, block in sections] if sections else [segment]
-    # Candidate roots, section by section (each section's remembered while its text is known).
-    roots = sorted({root for part in parts for root in memo(part, ("roots", suffix), lambda t: _roots(t, suffix))})
+    # Candidate roots, section by section (each section's, and the segment's, remembered while known).
+    roots = segment_memo(segment, ("head roots", suffix), lambda seg: _head_roots(seg, sections, suffix))
     if not roots:
         return segment
     # The result depends on the text, the settings and, with pathCheck exists, on which roots
@@ -129,6 +128,11 @@ def rewrite_head_text(segment: Any, ctx: Context, found: dict[str, int]) -> Any:
     for root, count in counts:
         found[root] = found.get(root, 0) + count
     return new_segment
+
+
+def _head_roots(segment: Any, sections, suffix: str) -> tuple[str, ...]:
+    parts = [block for _, block in sections] if sections else [segment]
+    return tuple(sorted({root for part in parts for root in memo(part, ("roots", suffix), lambda t: _roots(t, suffix))}))
 
 
 def _roots(text: str, suffix: str) -> tuple[str, ...]:
