@@ -87,7 +87,8 @@ SYSTEM_ROLES = frozenset({"system", "developer"})
 
 def is_system_message(item: Any) -> bool:
     """A system or developer message (chat message or Responses ``message`` item)."""
-    return isinstance(item, Mapping) and item.get("role") in SYSTEM_ROLES and item.get("type", "message") == "message"
+    return (type(item) is dict or isinstance(item, Mapping)) and item.get("role") in SYSTEM_ROLES \
+        and item.get("type", "message") == "message"
 
 
 def tool_name(tool: Any) -> str:
