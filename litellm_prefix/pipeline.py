@@ -14,7 +14,7 @@ from .rules.mid_system import place_mid_conversation_system
 from .rules.notes import place_notes, reseed
 from .rules.patches import drop_redundant_patches
 from .rules.paths import stabilize_install_paths
-from .rules.section_order import keep_section_order
+from .rules.section_order import keep_section_order, record_section_order
 from .rules.tools import normalize_tool_order
 from .rules.volatile import pin_volatile_spans
 from .view import View
@@ -40,6 +40,7 @@ RULES = [
     keep_pinned_head,
     stateless(place_mid_conversation_system),
     place_notes,
+    record_section_order,
     record_head,
 ]
 

@@ -17,7 +17,7 @@ import random
 from litellm_prefix.context import Context
 from litellm_prefix.core import Stabilizer
 from litellm_prefix.journal import Journal
-from litellm_prefix.rules.section_order import FILLER_PARAGRAPHS, head_units, keep_section_order
+from litellm_prefix.rules.section_order import FILLER_PARAGRAPHS, head_units, keep_section_order, record_section_order
 from litellm_prefix.sections import JOIN
 from litellm_prefix.settings import Settings
 from litellm_prefix.view import View
@@ -152,7 +152,7 @@ def _view(text: str) -> View:
 
 
 def _recorded(text: str) -> Journal:
-    _, journal, _ = keep_section_order(_view(text), Journal(), Context(settings=Settings()))
+    _, journal, _ = record_section_order(_view(text), Journal(), Context(settings=Settings()))
     return journal
 
 
@@ -192,5 +192,28 @@ def test_property_a_head_that_is_not_a_permutation_is_left_alone(units, how, pic
         other.insert(at, "a new paragraph")
     view = _view(JOIN.join(other))
     new_view, new_journal, events = keep_section_order(view, journal, Context(settings=Settings()))
-    assert new_view is view and events == []
-    assert new_journal.order != journal.order  # the new head is recorded: a later reorder of it is kept
+    assert new_view is view and events == [] and new_journal is journal
+    # ...and it is recorded once sent: a later reorder of it gets it back
+    _, recorded, _ = record_section_order(view, journal, Context(settings=Settings()))
+    assert recorded.order != journal.order
+
+
+def test_the_recorded_order_is_the_head_sent_after_the_head_pin():
+    """Folded patches (no mid-conversation system support): during a notification run the head
+    pin sends the pinned head instead of the head without an extension section. The order
+    recorded is that of the head sent, so a forced reorder on the next typed turn still gets
+    the pinned head back."""
+    parts = pi_099_parts() | {"todo": "<todo>\n- [ ] ship it\n</todo>"}
+    own, forced = PI_ORDER + ["todo"], FORCED_ORDER + ["todo"]
+    session = Session()
+    st_ = Stabilizer(Settings(path_check="absolute", supports_mid_conversation_system=False))
+    heads = [(f"typed 0", render(parts, own)),
+             (NOTIFICATION, render(parts, [n for n in own if n != "todo"])),  # folded removal: pinned head kept
+             ("typed 2", render(parts, forced)),  # only a reorder of the pinned head
+             ("typed 3", render(parts, own))]
+    for turn, (prompt, head) in enumerate(heads):
+        session.body.append({"role": "user", "content": prompt})
+        out = st_.stabilize_sync(session.request(head))["messages"]
+        assert out[0]["content"] == render(parts, own), f"turn {turn}"
+        session.body.append({"role": "assistant", "content": "ok"})
+    assert st_.stats["drift"] == 0

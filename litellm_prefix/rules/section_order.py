@@ -14,8 +14,9 @@ request's first head segment holds exactly the multiset of sections of the sessi
 recorded head in another order, the recorded head goes upstream. Any other head (a
 section added, removed, or one line changed inside one) passes through, becomes the
 recorded head, and the drift report sees it as before. The first head of a session is
-recorded, never reordered. The recorded order lives in the journal (``order``: the head's
-hash, then each section's), so resumes and other replicas make the same choice.
+recorded, never reordered. The recorded order is that of the head sent upstream (taken at
+the end of the pipeline, after the head pin) and lives in the journal (``order``: the
+head's hash, then each section's), so resumes and other replicas make the same choice.
 """
 from __future__ import annotations
 
@@ -112,6 +113,15 @@ def keep_section_order(view: View, journal: Journal, ctx: Context) -> tuple[View
         head = memo(text, ("in order", recorded), lambda t: _in_order(t, order, recorded))
         return view.replace(head=(head, *view.head[1:])), journal, [
             Event("section_order", {"action": "kept recorded order", "sections": len(recorded) - 1})]
-    if ctx.ping:  # a warm-up ping never moves the recorded head
+    return view, journal, []
+
+
+def record_section_order(view: View, journal: Journal, ctx: Context) -> tuple[View, Journal, list[Event]]:
+    """Record the order of the head as it goes upstream (after the head pin, which may send the
+    pinned head instead of this request's): the order the next request is compared with."""
+    if not view.head or ctx.ping:  # a warm-up ping never moves the recorded head
+        return view, journal, []
+    order = order_of(view.head[0])
+    if journal.order is not None and journal.order[0] == order[0]:
         return view, journal, []
     return view, journal.replace(order=order), []
