@@ -207,7 +207,7 @@ def test_the_recorded_order_is_the_head_sent_after_the_head_pin():
     own, forced = PI_ORDER + ["todo"], FORCED_ORDER + ["todo"]
     session = Session()
     st_ = Stabilizer(Settings(path_check="absolute", supports_mid_conversation_system=False))
-    heads = [(f"typed 0", render(parts, own)),
+    heads = [("typed 0", render(parts, own)),
              (NOTIFICATION, render(parts, [n for n in own if n != "todo"])),  # folded removal: pinned head kept
              ("typed 2", render(parts, forced)),  # only a reorder of the pinned head
              ("typed 3", render(parts, own))]
@@ -217,3 +217,21 @@ def test_the_recorded_order_is_the_head_sent_after_the_head_pin():
         assert out[0]["content"] == render(parts, own), f"turn {turn}"
         session.body.append({"role": "assistant", "content": "ok"})
     assert st_.stats["drift"] == 0
+
+
+def test_replicas_sharing_the_journal_keep_the_same_order():
+    """Two gateways sharing one store, turns alternating between them: the order is in the journal."""
+    from litellm_prefix.store import MemoryStore
+
+    store = MemoryStore(100, 3600)
+    replicas = [Stabilizer(Settings(path_check="absolute"), store=store) for _ in range(2)]
+    parts = pi_099_parts()
+    session = Session()
+    for turn in range(6):
+        notification = turn % 2 == 1
+        session.body.append({"role": "user", "content": NOTIFICATION if notification else f"typed {turn}"})
+        head = render(parts, PI_ORDER if notification else FORCED_ORDER)
+        out = replicas[turn % 2].stabilize_sync(session.request(head))["messages"]
+        assert out[0]["content"] == render(parts, FORCED_ORDER), f"turn {turn}"
+        session.body.append({"role": "assistant", "content": "ok"})
+    assert sum(r.stats["drift"] for r in replicas) == 0
