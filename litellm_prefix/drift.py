@@ -29,7 +29,7 @@ def head_text(view: View) -> str:
 
 
 def tools_json(view: View, ctx: Context | None = None) -> str:
-    """The tools' compact JSON, tool by tool (from the request's memo when there is a context)."""
+    """The tools' compact JSON (computed once per request when there is a context)."""
     if not view.tools:
         return ""
     if ctx is None:
