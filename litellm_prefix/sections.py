@@ -164,13 +164,40 @@ def sections_of(segment: Any) -> tuple[tuple[str, str], ...] | None:
 
 def segment_memo(segment: Any, key: Any, compute: Callable[[Any], Any]) -> Any:
     """``memo`` for a head segment, a string or a ``SectionedText``."""
-    if not isinstance(segment, SectionedText):
-        return memo(segment, key, compute)
-    try:
-        return segment.memo[key]
-    except KeyError:
-        value = segment.memo[key] = compute(segment)
-        return value
+    return memo_of(segment).get(key, compute, segment)
+
+
+class _Memo:
+    """The derived values of one text: several lookups for the price of one (a long head that
+    arrives as a new string is compared with the known one once, not once per value)."""
+
+    __slots__ = ("values",)
+
+    def __init__(self, values: dict) -> None:
+        self.values = values
+
+    def get(self, key: Any, compute: Callable[[Any], Any], subject: Any) -> Any:
+        try:
+            return self.values[key]
+        except KeyError:
+            value = self.values[key] = compute(subject)
+            return value
+
+    def sections(self, subject: Any) -> tuple[tuple[str, str], ...] | None:
+        """``sections_of(subject)``, with this memo (``subject`` is the text it belongs to)."""
+        if isinstance(subject, SectionedText):
+            return subject.sections
+        return self.get("sections", _parse_head, subject)
+
+
+def memo_of(segment: Any) -> _Memo:
+    """The memo of a head segment (a string or a ``SectionedText``)."""
+    if isinstance(segment, SectionedText):
+        return _Memo(segment.memo)
+    entry = KNOWN.entry(segment)
+    if entry.memo is None:
+        entry.memo = {}
+    return _Memo(entry.memo)
 
 
 def _parse_head(text: str) -> tuple[tuple[str, str], ...] | None:

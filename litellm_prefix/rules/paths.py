@@ -20,7 +20,7 @@ from typing import Any
 
 from ..context import Context, Event
 from ..drift import tools_json
-from ..sections import JOIN, SectionedText, memo, sections_of, segment_memo
+from ..sections import JOIN, SectionedText, memo, memo_of
 from ..view import View, is_system_message
 
 _BOUNDARY_CHARS = frozenset("\"'`(<[")
@@ -114,9 +114,10 @@ def rewrite_head_text(segment: Any, ctx: Context, found: dict[str, int]) -> Any:
     suffix = ctx.settings.package_path_suffix
     if "\n" in suffix and isinstance(segment, SectionedText):
         segment = segment.text
-    sections = sections_of(segment) if "\n" not in suffix else None
+    known = memo_of(segment)
+    sections = known.sections(segment) if "\n" not in suffix else None
     # Candidate roots, section by section (each section's, and the segment's, remembered while known).
-    roots = segment_memo(segment, ("head roots", suffix), lambda seg: _head_roots(seg, sections, suffix))
+    roots = known.get(("head roots", suffix), lambda seg: _head_roots(seg, sections, suffix), segment)
     if not roots:
         return segment
     # The result depends on the text, the settings and, with pathCheck exists, on which roots
@@ -124,7 +125,7 @@ def rewrite_head_text(segment: Any, ctx: Context, found: dict[str, int]) -> Any:
     stable = ctx.settings.resolved_stable_path
     check = ctx.settings.path_check == "exists"
     key = ("rewritten", suffix, stable, check, tuple(ctx.path_exists(r) for r in roots) if check else ())
-    new_segment, counts = segment_memo(segment, key, lambda seg: _rewrite_head_text(seg, sections, ctx))
+    new_segment, counts = known.get(key, lambda seg: _rewrite_head_text(seg, sections, ctx), segment)
     for root, count in counts:
         found[root] = found.get(root, 0) + count
     return new_segment
