@@ -17,9 +17,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .context import Context, Event, compact_json
-from .journal import MARKER_FIELDS, HeadRecord, Journal, content_hash
-from .sections import JOIN, parse_head
+from .context import Context, Event, compact_json, orjson
+from .journal import MARKER_FIELDS, HeadRecord, Journal
+from .sections import JOIN, parse_head, section_digests, text_digest
 from .view import View, tool_name
 
 CHARS_PER_TOKEN = 4
@@ -30,15 +30,34 @@ def head_text(view: View) -> str:
 
 
 def tools_json(view: View, ctx: Context | None = None) -> str:
-    """The tools' compact JSON, tool by tool (from the request's memo when there is a context)."""
+    """The tools' compact JSON (computed once per request when there is a context)."""
     if not view.tools:
         return ""
-    encode = ctx.tool_json if ctx is not None else compact_json
-    return "[" + ",".join(_unmarked_tool_json(tool, encode) for tool in view.tools) + "]"
+    if any(isinstance(tool, Mapping) and not MARKER_FIELDS.isdisjoint(tool) for tool in view.tools):
+        # A moved ``cache_control`` is not a changed head: marked tools are encoded without their marks.
+        encode = ctx.tool_json if ctx is not None else compact_json
+        return "[" + ",".join(_unmarked_tool_json(tool, encode) for tool in view.tools) + "]"
+    if ctx is None:
+        return "[" + ",".join(compact_json(tool) for tool in view.tools) + "]"
+    key = ("tools_json", id(view.tools))
+    cached = ctx.memo.get(key)
+    if cached is None or cached[0] is not view.tools:
+        # One encoder call for the whole list when it can (the same bytes as tool by tool:
+        # compact JSON has no space after a comma); tool by tool when one needs the stdlib.
+        text = None
+        if orjson is not None:
+            try:
+                text = orjson.dumps(list(view.tools)).decode()
+            except TypeError:
+                pass
+        if text is None:
+            text = "[" + ",".join(ctx.tool_json(tool) for tool in view.tools) + "]"
+        cached = ctx.memo[key] = (view.tools, text)
+    return cached[1]
 
 
 def _unmarked_tool_json(tool: Any, encode) -> str:
-    """A tool's JSON without its marker fields (a moved ``cache_control`` is not a changed head)."""
+    """A tool's JSON without its marker fields."""
     if isinstance(tool, Mapping) and any(key in MARKER_FIELDS for key in tool):
         return compact_json({k: v for k, v in tool.items() if k not in MARKER_FIELDS})
     return encode(tool)
@@ -95,8 +114,10 @@ def head_record(view: View, ctx: Context | None = None) -> tuple[HeadRecord, dic
     """The record of this head, and the texts (by hash) it refers to."""
     parts = head_sections(view)
     tools = tools_json(view, ctx)
-    hashes = [content_hash(text) for _, text in parts]
-    tools_hash = content_hash(tools)
+    # Each section hashed once while its text is known (``text_digest``): an unchanged 500 KB
+    # head costs one comparison per section, not a SHA-256 over every byte.
+    hashes = [h for segment in view.head for h in section_digests(segment)]
+    tools_hash = text_digest(tools)
     record = HeadRecord(
         # A hash over the parts' hashes: identifies the exact bytes without hashing the whole head again.
         fingerprint=fingerprint("\x00".join(f"{name}:{h}" for (name, _), h in zip(parts, hashes)) + "\x00" + tools_hash),

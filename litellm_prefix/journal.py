@@ -15,6 +15,8 @@ versioned for compare-and-set. What it records:
   last head seen (shape key, text hash; their texts are in the blob space), and each
   learned line's pinned first value, last value seen, last value told and when;
 - ``dropped``: keys of dropped section-patch entries;
+- ``order``: the recorded head's section order (its hash, then each section's hash), so a
+  head that only reorders those sections is sent in the recorded order;
 - ``notes``: each injected note with its anchor: the body message after which it sits,
   by index and content hash. When an anchor is gone (the client compacted or truncated
   its history) the note and the state it carried are re-seeded: compaction rewrites the
@@ -152,6 +154,7 @@ class Journal:
     notes: tuple[Note, ...] = ()
     requests: int = 0
     learned: LearnState | None = None
+    order: tuple[str, ...] | None = None  # (head hash, section hash, ...) of the recorded head
 
     def replace(self, **changes: Any) -> "Journal":
         return dataclasses.replace(self, **changes)
@@ -192,6 +195,8 @@ class Journal:
             out["notes"] = [n.to_json() for n in self.notes]
         if self.learned is not None:
             out["learned"] = self.learned.to_json()
+        if self.order is not None:
+            out["order"] = list(self.order)
         return out
 
     @classmethod
@@ -216,6 +221,7 @@ class Journal:
             notes=tuple(Note.from_json(n) for n in raw.get("notes", ())),
             requests=int(raw.get("n", 0)),
             learned=LearnState.from_json(raw["learned"]) if "learned" in raw else None,
+            order=tuple(str(h) for h in raw["order"]) if "order" in raw else None,
         )
 
     def encoded(self) -> str:

@@ -15,6 +15,7 @@ from .rules.mid_system import place_mid_conversation_system
 from .rules.notes import place_notes, reseed
 from .rules.patches import drop_redundant_patches
 from .rules.paths import stabilize_install_paths
+from .rules.section_order import keep_section_order, record_section_order
 from .rules.tools import normalize_tool_order
 from .rules.volatile import pin_volatile_spans
 from .view import View
@@ -36,10 +37,12 @@ RULES = [
     reseed,
     pin_volatile_spans,
     snapshot_memory,
+    keep_section_order,
     drop_redundant_patches,
     keep_pinned_head,
     stateless(place_mid_conversation_system),
     place_notes,
+    record_section_order,
     record_head,
 ]
 
