@@ -135,20 +135,29 @@ def hoists(target: Mapping[str, Any]) -> bool:
 
 def render(turn: Turn) -> str:
     """ChatML text of a request: tools in the first system turn; late system turns hoisted where the target does."""
+    return "".join(text for _, text in render_parts(turn))
+
+
+def render_parts(turn: Turn) -> list[tuple[str, str]]:
+    """``render`` as labelled parts (``system``, ``tools``, ``messages[i]``, ``end``) whose texts join to it."""
     pairs = messages_of(turn)
     if hoists(turn.target):
         head = [p for p in pairs if p[0] == "system"]
         pairs = ([("system", "\n\n".join(t for _, t in head))] if head else []) + [p for p in pairs if p[0] != "system"]
     tools = turn.request.get("tools")
     tool_text = "\n".join(json.dumps(t, ensure_ascii=False) for t in tools) if tools else ""
-    out = []
-    for index, (role, text) in enumerate(pairs):
-        if index == 0 and tool_text:
-            text = f"{text}\n\n# Tools\n{tool_text}" if role == "system" else text
-        out.append(f"<|im_start|>{role}\n{text}<|im_end|>\n")
+    out: list[tuple[str, str]] = []
     if tool_text and (not pairs or pairs[0][0] != "system"):
-        out.insert(0, f"<|im_start|>system\n# Tools\n{tool_text}<|im_end|>\n")
-    return "".join(out) + "<|im_start|>assistant\n"
+        out.append(("tools", f"<|im_start|>system\n# Tools\n{tool_text}<|im_end|>\n"))
+    for index, (role, text) in enumerate(pairs):
+        if index == 0 and tool_text and role == "system":
+            out.append(("system", f"<|im_start|>{role}\n{text}"))
+            out.append(("tools", f"\n\n# Tools\n{tool_text}<|im_end|>\n"))
+        else:
+            label = "system" if index == 0 and role == "system" else f"messages[{index}]"
+            out.append((label, f"<|im_start|>{role}\n{text}<|im_end|>\n"))
+    out.append(("end", "<|im_start|>assistant\n"))
+    return out
 
 
 # -- cache models ----------------------------------------------------------------------

@@ -110,6 +110,7 @@ class _Keys(BaseModel):
     volatile_presets: list[Literal["current-date", "todays-date", "git-status"]] = Field(default_factory=list)
     max_session_bytes: int = Field(default=256 * 1024, gt=1024)
     store_timeout_ms: int = Field(default=50, gt=0, le=10_000)
+    metrics_port: int = Field(default=0, ge=0, le=65535)
 
     @field_validator("notification_patterns")
     @classmethod
@@ -164,6 +165,7 @@ ENV_VARS: dict[str, str] = {
     "volatile_presets": "LITELLM_PREFIX_VOLATILE_PRESETS",
     "max_session_bytes": "LITELLM_PREFIX_MAX_SESSION_BYTES",
     "store_timeout_ms": "LITELLM_PREFIX_STORE_TIMEOUT_MS",
+    "metrics_port": "LITELLM_PREFIX_METRICS_PORT",
 }
 # Environment values for list keys are comma-separated.
 _LIST_ENV = frozenset({"volatile_presets"})
