@@ -15,9 +15,10 @@ reused: the longest prefix this request shares with the session's previous reque
 - ``unknown``: the upstream reports no cache usage at all;
 - ``client_drift``: the client changed bytes before the end of the previous request
   (head, tools or history): whatever the upstream held past that point is lost;
+- ``below_minimum``: less than expected came from the cache, on a prompt shorter than
+  the provider caches at all (cost map ``prompt_cache_min_tokens``, else documented);
 - ``hit``: cached >= expected, within the provider's granularity (OpenAI 128-token
   steps, vLLM 16-token blocks) and a small estimate tolerance;
-- ``below_minimum``: a miss on a prompt shorter than the provider caches at all;
 - ``provider_miss``: the bytes were stable but the upstream reused less (evicted,
   expired after idle time, served by another deployment).
 
@@ -191,11 +192,11 @@ def classify(measured: Measured, expected: Expected, pol: Policy) -> Verdict:
         would_have = min(expected.previous, measured.prompt)
         if would_have - expected.reusable > slack(pol, would_have):
             return Verdict("client_drift", max(0, would_have - cached))
+    lost = max(0, expected.reusable - cached)
+    if measured.prompt < pol.minimum and lost:
+        return Verdict("below_minimum", lost)
     if cached + slack(pol, expected.reusable) >= expected.reusable:
         return Verdict("hit")
-    lost = max(0, expected.reusable - cached)
-    if measured.prompt < pol.minimum:
-        return Verdict("below_minimum", lost)
     if expected.deployment and expected.previous_deployment and expected.deployment != expected.previous_deployment:
         reason = "other_deployment"
     elif pol.ttl and expected.idle is not None and expected.idle > pol.ttl:
