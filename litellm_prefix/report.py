@@ -49,15 +49,28 @@ class Group:
     models: set = field(default_factory=set)
     agents: set = field(default_factory=set)
 
-    def add(self, rec: dict[str, Any], prompt: int, cached: int, lost: int, cls: str) -> None:
+    def add(self, prompt: int, cached: int, lost: int, cls: str) -> None:
         self.calls += 1
         self.prompt_tokens += prompt
         self.cached_tokens += cached
         self.reprocessed_tokens += prompt - cached
         self.tokens_lost += lost
-        self.classes[cls] += 1
-        self.lost_by_class[cls] += lost
-        self.reprocessed_by_class[cls] += prompt - cached
+        classes, by_lost, by_reprocessed = self.classes, self.lost_by_class, self.reprocessed_by_class
+        classes[cls] = classes.get(cls, 0) + 1
+        by_lost[cls] = by_lost.get(cls, 0) + lost
+        by_reprocessed[cls] = by_reprocessed.get(cls, 0) + prompt - cached
+
+    def merge(self, other: "Group") -> None:
+        self.calls += other.calls
+        self.prompt_tokens += other.prompt_tokens
+        self.cached_tokens += other.cached_tokens
+        self.reprocessed_tokens += other.reprocessed_tokens
+        self.tokens_lost += other.tokens_lost
+        self.classes.update(other.classes)
+        self.lost_by_class.update(other.lost_by_class)
+        self.reprocessed_by_class.update(other.reprocessed_by_class)
+        self.models |= other.models
+        self.agents |= other.agents
 
     @property
     def hit_rate(self) -> float:
@@ -78,41 +91,38 @@ class Group:
 
 @dataclass
 class Summary:
+    """Call records are added up once per (session, model, agent); the views fold those groups."""
+
     path: str = ""
     lines: int = 0
     corrupt: int = 0
     other_events: Counter = field(default_factory=Counter)
-    totals: Group = field(default_factory=Group)
-    models: dict[str, Group] = field(default_factory=lambda: defaultdict(Group))
-    agents: dict[str, Group] = field(default_factory=lambda: defaultdict(Group))
-    sessions: dict[str, Group] = field(default_factory=lambda: defaultdict(Group))
+    groups: dict[tuple[str, str, str], Group] = field(default_factory=dict)
     causes: dict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0]))  # cause -> [count, lost]
     drift_events: Counter = field(default_factory=Counter)  # cause -> reported head changes
     replicas_moved: int = 0
     turns: dict[str, list[tuple[int, int, int, str]]] = field(default_factory=lambda: defaultdict(list))
     _points: int = 0
+    _folded: dict | None = None
 
     def add(self, rec: dict[str, Any]) -> None:
         kind = rec.get("event")
-        if kind == "drift":
-            for part in rec.get("changed") or ["(unknown)"]:
-                self.drift_events[str(part)] += 1
-            return
         if kind != "call":
-            self.other_events[str(kind)] += 1
+            if kind == "drift":
+                for part in rec.get("changed") or ["(unknown)"]:
+                    self.drift_events[str(part)] += 1
+            else:
+                self.other_events[str(kind)] += 1
             return
+        self._folded = None
         prompt, cached = int(rec.get("prompt_tokens") or 0), int(rec.get("cached_tokens") or 0)
         lost, cls = int(rec.get("tokens_lost") or 0), str(rec.get("class") or "unknown")
-        model, agent, session = str(rec.get("model") or ""), str(rec.get("agent") or ""), str(rec.get("session") or "")
-        self.totals.add(rec, prompt, cached, lost, cls)
-        self.models[model].add(rec, prompt, cached, lost, cls)
-        if agent:
-            self.agents[agent].add(rec, prompt, cached, lost, cls)
-        group = self.sessions[session]
-        group.add(rec, prompt, cached, lost, cls)
-        group.models.add(model)
-        if agent:
-            group.agents.add(agent)
+        session = str(rec.get("session") or "")
+        key = (session, str(rec.get("model") or ""), str(rec.get("agent") or ""))
+        group = self.groups.get(key)
+        if group is None:
+            group = self.groups[key] = Group()
+        group.add(prompt, cached, lost, cls)
         if cls == "client_drift":
             drift = rec.get("drift") or {}
             causes = drift.get("changed") or [_cause(str(rec.get("where") or ""))]
@@ -124,8 +134,42 @@ class Summary:
         if previous and deployment and previous != deployment:
             self.replicas_moved += 1
         if self._points < MAX_TURN_POINTS:
-            self.turns[session].append((int(rec.get("turn") or len(self.turns[session]) + 1), prompt, cached, cls))
+            turns = self.turns[session]
+            turns.append((int(rec.get("turn") or len(turns) + 1), prompt, cached, cls))
             self._points += 1
+
+    def _fold(self) -> dict:
+        if self._folded is None:
+            totals, models, agents, sessions = Group(), defaultdict(Group), defaultdict(Group), defaultdict(Group)
+            for (session, model, agent), group in self.groups.items():
+                totals.merge(group)
+                models[model].merge(group)
+                if agent:
+                    agents[agent].merge(group)
+                target = sessions[session]
+                target.merge(group)
+                target.models.add(model)
+                if agent:
+                    target.agents.add(agent)
+            self._folded = {"totals": totals, "models": dict(models), "agents": dict(agents),
+                            "sessions": dict(sessions)}
+        return self._folded
+
+    @property
+    def totals(self) -> Group:
+        return self._fold()["totals"]
+
+    @property
+    def models(self) -> dict[str, Group]:
+        return self._fold()["models"]
+
+    @property
+    def agents(self) -> dict[str, Group]:
+        return self._fold()["agents"]
+
+    @property
+    def sessions(self) -> dict[str, Group]:
+        return self._fold()["sessions"]
 
     def to_json(self) -> dict[str, Any]:
         t = self.totals
@@ -257,8 +301,10 @@ def chart_png(summary: Summary) -> bytes:
     for ax, session in zip(axes[:, 0], chosen):
         turns = summary.turns[session]
         xs = list(range(1, len(turns) + 1))
-        ax.bar(xs, [p for _, p, _, _ in turns], color="#cfd8dc", label="prompt tokens")
-        ax.bar(xs, [c for _, _, c, _ in turns], color="#1565c0", label="cached tokens")
+        edges = [x - 0.5 for x in xs] + [len(xs) + 0.5]
+        # one patch per series (stairs), not one per bar: fast on long sessions
+        ax.stairs([p for _, p, _, _ in turns], edges, fill=True, color="#cfd8dc", label="prompt tokens")
+        ax.stairs([c for _, _, c, _ in turns], edges, fill=True, color="#1565c0", label="cached tokens")
         ax.scatter(xs, [p for _, p, _, _ in turns], c=[CLASS_COLORS.get(k, "#000") for _, _, _, k in turns],
                    s=18, zorder=3)
         group = summary.sessions[session]

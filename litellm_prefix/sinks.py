@@ -199,12 +199,12 @@ class Sinks:
     def _remember(self, call_id, key, data, wire_name, drift, group, agent, target) -> None:
         """Keep this request's shape and what it shares with the session's previous request."""
         hoisting = {"provider": target.provider, "system_messages_first": target.system_messages_first} if target else {}
-        shape, text = prefix.shape_of(prefix.render(data, wire_name, hoisting))
+        shape, texts = prefix.shape_of(prefix.render(data, wire_name, hoisting))
         with self._lock:
             previous = self.sessions.get(key)
             record = CallRecord(shape=shape, turn=(previous.turn + 1) if previous else 1)
             self.sessions[key] = record
-        shared = prefix.compare(previous.shape, shape, text) if previous else None
+        shared = prefix.compare(previous.shape, shape, texts) if previous else None
         self.pending[call_id] = Pending(session=key[:16], record=record, previous=previous, shared=shared,
                                         drift=drift, model_group=group, agent=agent,
                                         provider=target.provider if target else "", started=time.time())
