@@ -46,6 +46,7 @@ class Report:
 
     head: str
     drift: dict[str, Any] | None = None
+    agent: str | None = None
 
 
 @dataclass
@@ -150,18 +151,15 @@ class Sinks:
             head = next((e.data["fingerprint"] for e in events if e.kind == "head"), None)
             group = model_group or (target.model if target else "")
             if call_id and head:
-                self.reports[call_id] = Report(head=head)
+                self.reports[call_id] = Report(head=head, agent=agent or None)
+            if any(e.kind == "billing_block" and e.data.get("action") == "removed" for e in events):
+                self.stats["billing_removed"] += 1
             if rules and session:
                 logger.debug("litellm-prefix: session %s rules %s", session, [e.kind for e in rules])
-                record: dict[str, Any] = {"event": "rewrite", "session": session,
-                                          "rules": [{"rule": e.kind, **e.data} for e in rules]}
-                if agent:
-                    record["agent"] = agent
-                self.jsonl(record)
+                self.jsonl({"event": "rewrite", "session": session, "agent": agent or None,
+                            "rules": [{"rule": e.kind, **e.data} for e in rules]})
             if drift:
-                drift = {**drift, "session": session, "model": (target.model if target else "")}
-                if agent:
-                    drift.setdefault("agent", agent)
+                drift = {**drift, "session": session, "model": (target.model if target else ""), "agent": agent or None}
                 self.stats["drift"] += 1
                 logger.warning(
                     "litellm-prefix: head changed in session %s: %s at char %d (~token %d), ~%d tokens to prefill "
@@ -318,6 +316,8 @@ class Sinks:
         if report is None or not self.settings.drift_header:
             return {}
         headers = {"x-litellm-prefix-head": report.head}
+        if report.agent:
+            headers["x-litellm-prefix-agent"] = report.agent
         if report.drift:
             d = report.drift
             headers["x-litellm-prefix-drift"] = (

@@ -219,3 +219,45 @@ def test_report_html_numbers_equal_the_upstreams_own_counts(stack, tmp_path, cap
     png = re.search(r"src='data:image/png;base64,([A-Za-z0-9+/=]+)'", text)
     assert png and base64.b64decode(png.group(1)).startswith(b"\x89PNG")
     assert int(re.search(r"id='reprocessed_tokens'>(\d+)<", text).group(1)) == prompt - cached
+
+
+@pytest.mark.anyio
+async def test_sdk_calls_are_measured_streaming_included(upstream, tmp_path):
+    """Through the SDK (deployment hook + success callback), against the recording upstream."""
+    import asyncio
+
+    import litellm
+
+    from litellm_prefix.hook import PrefixStabilizer
+    from litellm_prefix.settings import Settings
+
+    log = tmp_path / "sdk.jsonl"
+    handler = PrefixStabilizer(Settings(path_check="absolute", log=str(log)))
+    saved = list(litellm.callbacks)
+    litellm.callbacks = [handler]
+    usages = []
+    try:
+        upstream.take()
+        system = head()
+        for i, stream in enumerate((False, True)):
+            messages = [{"role": "system", "content": system}, *history(i + 1, seed=9)[: 2 * i + 1]]
+            kwargs = dict(model="openai/upstream-sdk", api_base=f"{upstream.url}/v1", api_key="dummy",
+                          messages=messages, metadata={"session_id": "sdk-measured-1"})
+            if stream:
+                response = await litellm.acompletion(**kwargs, stream=True, stream_options={"include_usage": True})
+                chunks = [chunk async for chunk in response]
+                usages.append(usage_tokens({"usage": next(c.usage for c in reversed(chunks)
+                                                          if getattr(c, "usage", None)).model_dump()}))
+            else:
+                response = await litellm.acompletion(**kwargs)
+                usages.append(usage_tokens({"usage": response.usage.model_dump()}))
+        for _ in range(100):
+            calls = [r for r in map(json.loads, log.read_text().splitlines()) if r["event"] == "call"] \
+                if log.exists() else []
+            if len(calls) == 2:
+                break
+            await asyncio.sleep(0.1)
+    finally:
+        litellm.callbacks = saved
+    assert [(c["prompt_tokens"], c["cached_tokens"]) for c in calls] == usages
+    assert calls[0]["class"] == "first" and calls[1]["class"] in ("hit", "provider_miss")

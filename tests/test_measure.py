@@ -243,3 +243,23 @@ def test_shared_prefix_is_exact_for_a_prefix_and_within_one_piece_otherwise(a, t
     else:
         assert not shared.whole
         assert true - prefix.PIECE < shared.bytes <= true
+
+
+def test_agent_profile_becomes_a_label_and_a_field(tmp_path, monkeypatch):
+    """The agent detection reports an ``agent`` event (profile name); sinks label calls with it."""
+    from litellm_prefix import pipeline
+    from litellm_prefix.context import Event
+
+    def detected(view, journal, ctx):
+        return view, journal, [Event("agent", {"name": "pi"})]
+
+    monkeypatch.setattr(pipeline, "RULES", [detected, *pipeline.RULES])
+    before = REGISTRY.get_sample_value("litellm_prefix_calls_total",
+                                       {"model_group": "group-m", "class": "hit", "agent": "pi"}) or 0.0
+    s = Session(tmp_path, session="sess-agent-1")
+    outs = [s.call(req) for req in turns(3, pi_head())]
+    assert all(o["agent"] == "pi" for o in outs)
+    assert REGISTRY.get_sample_value("litellm_prefix_calls_total",
+                                     {"model_group": "group-m", "class": "hit", "agent": "pi"}) == before + 2
+    headers = s.stabilizer.response_headers(f"{s.session}-3")
+    assert headers["x-litellm-prefix-agent"] == "pi"
