@@ -7,7 +7,8 @@ grows by one turn per request, as a stable client sends it). Per request:
   shape: the replay rendering's digests and offsets, and what it shares with the
   previous request) against the same transform without one (nothing kept);
 - success hook: ``PrefixStabilizer.async_log_success_event`` with the ``kwargs`` LiteLLM
-  passes (call id, ``standard_logging_object`` with the usage), JSONL log on.
+  passes (call id, ``standard_logging_object`` with the usage), JSONL log on;
+- memory: the bytes of the session's record (the last request's shape) after the session.
 
 Reported: medians (ms) and, measured in the same run, the ratio to one ``json.dumps`` of
 the request (work every gateway does per request anyway). Writes
@@ -81,6 +82,10 @@ async def measure(tokens: int, samples: int, log: Path) -> dict:
     assert len(calls) == samples, len(calls)
     median = statistics.median
     added = median(with_id) - median(without_id)
+    (record,) = measuring.core.sinks.sessions.values()
+    shape = record.shape
+    shape_bytes = (sys.getsizeof(shape.kinds) + sys.getsizeof(shape.lengths) + sys.getsizeof(shape.digests)
+                   + sys.getsizeof(shape.pieces) + sum(sys.getsizeof(v) for v in shape.pieces.values()))
     return {
         "prompt_tokens_est": tokens, "samples": samples,
         "success_hook_median_ms": round(median(hook), 4),
@@ -89,6 +94,7 @@ async def measure(tokens: int, samples: int, log: Path) -> dict:
         "transform_without_median_ms": round(median(without_id), 4),
         "json_dumps_median_ms": round(median(dumps), 4),
         "success_hook_over_json_dumps": round(median(hook) / median(dumps), 3),
+        "session_record_bytes": shape_bytes, "last_request_bytes": shape.length, "last_request_parts": len(shape.kinds),
         "request_path_added_over_json_dumps": round(added / median(dumps), 3),
     }
 
@@ -109,7 +115,8 @@ def main() -> None:
                   f"+{result['request_path_added_median_ms']:.3f} ms "
                   f"({result['request_path_added_over_json_dumps']:.2f}x json.dumps); transform "
                   f"{result['transform_with_measurement_median_ms']:.3f} ms with, "
-                  f"{result['transform_without_median_ms']:.3f} ms without", flush=True)
+                  f"{result['transform_without_median_ms']:.3f} ms without; session record "
+                  f"{result['session_record_bytes']} bytes for a {result['last_request_bytes']}-byte request", flush=True)
     out = ROOT / "bench" / "results" / "measure_overhead.json"
     out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"written to {out}")

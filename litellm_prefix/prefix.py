@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from array import array
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -30,7 +31,9 @@ from .drift import first_difference
 from .replay import Turn, render_parts
 
 PIECE = 256
+PIECES_FROM = 2048  # shorter parts are compared whole (a difference inside one costs at most ~500 tokens)
 DIGEST = 8
+_KIND = {"system": "s", "tools": "t", "end": "e"}
 ROUTE_OF_WIRE = {"chat": "chat", "anthropic": "messages", "responses": "responses"}
 
 try:
@@ -49,17 +52,20 @@ except ImportError:  # pragma: no cover - orjson comes with litellm[proxy]
 
 
 @dataclass(frozen=True)
-class Part:
-    label: str
-    length: int
-    digest: bytes
-    pieces: bytes  # DIGEST bytes per full PIECE-byte piece of this part
-
-
-@dataclass(frozen=True)
 class Shape:
+    """A rendered request without its text: about 13 bytes per part, plus piece digests of long parts."""
+
     length: int  # bytes of the rendered request
-    parts: tuple[Part, ...]
+    kinds: str  # one letter per part: s(ystem), t(ools), m(essage), e(nd: the generation prompt)
+    lengths: array  # bytes per part
+    digests: bytes  # DIGEST bytes per part
+    pieces: dict  # part index -> DIGEST bytes per full PIECE-byte piece (parts of at least PIECES_FROM bytes)
+
+    def label(self, index: int) -> str:
+        kind = self.kinds[index] if index < len(self.kinds) else "e"
+        if kind == "m":  # render_parts numbers messages by their place among the rendered turns
+            return f"messages[{sum(1 for k in self.kinds[:index] if k in 'sm')}]"
+        return {"s": "system", "t": "tools", "e": "end"}[kind]
 
 
 @dataclass(frozen=True)
@@ -73,13 +79,11 @@ def _digest(data: bytes) -> bytes:
     return hashlib.sha1(data, usedforsecurity=False).digest()[:DIGEST]
 
 
-_PIECES: LRUCache = LRUCache(maxsize=8192)
+_PIECES: LRUCache = LRUCache(maxsize=8 << 20, getsizeof=len)  # 8 MB of piece digests, by part digest
 _PIECES_LOCK = threading.Lock()
 
 
 def _pieces(digest: bytes, data: bytes) -> bytes:
-    if len(data) < PIECE:
-        return b""
     with _PIECES_LOCK:
         found = _PIECES.get(digest)
     if found is None:
@@ -98,25 +102,27 @@ def render(data: Mapping[str, Any], wire_name: str, target: Mapping[str, Any] | 
 
 def shape_of(parts: list[tuple[str, bytes]]) -> tuple[Shape, list[bytes]]:
     """The shape of a rendered request, and its parts' bytes (for one comparison; not to be kept)."""
-    out = []
-    for label, data in parts:
-        digest = _digest(data)
-        out.append(Part(label, len(data), digest, _pieces(digest, data)))
-    return Shape(sum(p.length for p in out), tuple(out)), [data for _, data in parts]
+    lengths = array("I", (len(data) for _, data in parts))
+    digests = [_digest(data) for _, data in parts]
+    pieces = {i: _pieces(digests[i], data) for i, (_, data) in enumerate(parts) if len(data) >= PIECES_FROM}
+    kinds = "".join(_KIND.get(label, "m") for label, _ in parts)
+    return Shape(sum(lengths), kinds, lengths, b"".join(digests), pieces), [data for _, data in parts]
 
 
 def compare(previous: Shape, current: Shape, texts: list[bytes]) -> Shared:
     """What ``current`` (whose parts' bytes are ``texts``) shares with ``previous``."""
     offset = 0
-    last = len(previous.parts) - 1
-    for i, (old, new) in enumerate(zip(previous.parts, current.parts)):
-        if old.digest == new.digest:
-            offset += old.length
-            continue
-        if i == last and new.length >= old.length and _digest(texts[i][: old.length]) == old.digest:
-            return Shared(previous.length, True, "")  # e.g. the generation prompt, now the assistant's turn
-        equal = first_difference(old.pieces, new.pieces) // DIGEST  # type: ignore[arg-type]
-        return Shared(offset + min(equal * PIECE, old.length, new.length), False, new.label)
-    if len(current.parts) >= len(previous.parts):
+    old_parts, new_parts = len(previous.lengths), len(current.lengths)
+    if previous.digests[: DIGEST * old_parts] == current.digests[: DIGEST * old_parts] and new_parts >= old_parts:
         return Shared(previous.length, True, "")
+    for i in range(min(old_parts, new_parts)):
+        old_length, new_length = previous.lengths[i], current.lengths[i]
+        old_digest = previous.digests[DIGEST * i : DIGEST * (i + 1)]
+        if old_digest == current.digests[DIGEST * i : DIGEST * (i + 1)]:
+            offset += old_length
+            continue
+        if i == old_parts - 1 and new_length >= old_length and _digest(texts[i][:old_length]) == old_digest:
+            return Shared(previous.length, True, "")  # e.g. the generation prompt, now the assistant's turn
+        equal = first_difference(previous.pieces.get(i, b""), current.pieces.get(i, b"")) // DIGEST
+        return Shared(offset + min(equal * PIECE, old_length, new_length), False, current.label(i))
     return Shared(offset, False, "end")

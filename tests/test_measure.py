@@ -226,23 +226,43 @@ def test_disabled_measures_nothing(tmp_path):
 
 # -- the shared-prefix comparison (digests only) ----------------------------------------
 
-texts = st.text(alphabet=string.ascii_letters + " \n{}\"é", min_size=0, max_size=2000)
+texts = st.text(alphabet=string.ascii_letters + " \n{}\"é", min_size=0, max_size=3000)
 
 
 @hsettings(max_examples=150, deadline=None)
-@given(texts, texts, st.integers(min_value=0, max_value=2000))
-def test_shared_prefix_is_exact_for_a_prefix_and_within_one_piece_otherwise(a, tail, cut):
+@given(st.text(alphabet="ab\n", min_size=2100, max_size=2400), texts, texts, st.integers(min_value=0, max_value=6000))
+def test_shared_prefix_is_exact_for_a_prefix_and_within_one_piece_otherwise(head, body, tail, cut):
+    a = head + body
     b = a[: min(cut, len(a))] + tail
-    pa, pb = [("x", a.encode())], [("x", b.encode())]
-    shape_a, _ = prefix.shape_of(pa)
-    shape_b, text_b = prefix.shape_of(pb)
+    shape_a, _ = prefix.shape_of([("system", a.encode())])
+    shape_b, text_b = prefix.shape_of([("system", b.encode())])
     shared = prefix.compare(shape_a, shape_b, text_b)
-    true = len(bytes(common_prefix(list(a.encode()), list(b.encode())) * [0]))
+    true = common_prefix(list(a.encode()), list(b.encode()))
     if b.encode().startswith(a.encode()):
         assert shared.whole and shared.bytes == len(a.encode())
-    else:
-        assert not shared.whole
-        assert true - prefix.PIECE < shared.bytes <= true
+        return
+    assert not shared.whole and shared.bytes <= true and shared.where == "system"
+    if len(b.encode()) >= prefix.PIECES_FROM:  # long parts are compared piece by piece
+        assert true - prefix.PIECE < shared.bytes
+
+
+@hsettings(max_examples=60, deadline=None)
+@given(st.lists(texts, min_size=1, max_size=8), st.integers(min_value=0, max_value=7), texts)
+def test_shared_prefix_over_parts_never_exceeds_the_true_one(messages, edit, replacement):
+    def parts(msgs):
+        return [("system", b"<|im_start|>system\nhead")] + [(f"messages[{i + 1}]", m.encode()) for i, m in
+                                                             enumerate(msgs)] + [("end", b"<|im_start|>assistant\n")]
+    before = parts(messages)
+    after_messages = list(messages)
+    after_messages[min(edit, len(messages) - 1)] = replacement
+    after = parts(after_messages + ["next turn"])
+    shape_a, _ = prefix.shape_of(before)
+    shape_b, text_b = prefix.shape_of(after)
+    shared = prefix.compare(shape_a, shape_b, text_b)
+    joined_a, joined_b = b"".join(p for _, p in before), b"".join(p for _, p in after)
+    true = common_prefix(list(joined_a), list(joined_b))
+    assert shared.bytes <= true
+    assert shared.whole == joined_b.startswith(joined_a)
 
 
 def test_agent_profile_becomes_a_label_and_a_field(tmp_path, monkeypatch):
