@@ -26,6 +26,8 @@ bench: $(BIN)/.installed llama-server
 	$(BIN)/python bench/overhead.py
 	$(BIN)/python bench/session_cost.py
 	$(BIN)/python bench/cache_real.py
+	$(BIN)/python bench/measure_overhead.py
+	$(BIN)/python bench/report_speed.py
 
 check: $(BIN)/.installed
 	$(BIN)/litellm-prefix check
