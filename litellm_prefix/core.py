@@ -106,8 +106,7 @@ class Stabilizer:
             self.applied[call_id] = True
         self.sinks.transformed(call_id, key, data, adapter.name, events, drift, settings, target,
                                model_group=next((n for n in model_names if n), ""),
-                               seconds=time.perf_counter() - started, sessions_held=self._sessions_held(),
-                               rewritten=bool(updates))
+                               seconds=time.perf_counter() - started, sessions_held=self._sessions_held())
         return data
 
     def stabilize_sync(self, data: MutableMapping[str, Any], call_type: Any = None, **kwargs: Any):

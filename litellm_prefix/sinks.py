@@ -142,7 +142,6 @@ class Sinks:
         model_group: str = "",
         seconds: float | None = None,
         sessions_held: int | None = None,
-        rewritten: bool = False,
     ) -> None:
         try:
             session = key[:16] if key else None
