@@ -294,6 +294,7 @@ def chart_png(summary: Summary) -> bytes:
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
+    from matplotlib.ticker import MaxNLocator
 
     chosen = sorted(summary.turns, key=lambda s: -summary.sessions[s].prompt_tokens)[:CHART_SESSIONS]
     rows = max(1, len(chosen))
@@ -312,6 +313,7 @@ def chart_png(summary: Summary) -> bytes:
                      fontsize=9, loc="left")
         ax.set_ylabel("tokens", fontsize=8)
         ax.tick_params(labelsize=7)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     axes[-1, 0].set_xlabel("turn", fontsize=8)
     handles = [Patch(color="#cfd8dc", label="prompt"), Patch(color="#1565c0", label="cached")] + [
         Line2D([], [], marker="o", linestyle="", color=color, label=cls) for cls, color in CLASS_COLORS.items()]
