@@ -115,6 +115,12 @@ def compare(previous: Shape, current: Shape, texts: list[bytes]) -> Shared:
     old_parts, new_parts = len(previous.lengths), len(current.lengths)
     if previous.digests[: DIGEST * old_parts] == current.digests[: DIGEST * old_parts] and new_parts >= old_parts:
         return Shared(previous.length, True, "")
+    # The previous request's generation prompt is where the model's own turn began: what the
+    # client sends next in its place (an assistant message, a Responses function_call item the
+    # rendering spells differently) continues the conversation, it does not change it.
+    kept = old_parts - 1 if previous.kinds.endswith("e") else old_parts
+    if new_parts > kept and previous.digests[: DIGEST * kept] == current.digests[: DIGEST * kept]:
+        return Shared(previous.length, True, "")
     for i in range(min(old_parts, new_parts)):
         old_length, new_length = previous.lengths[i], current.lengths[i]
         old_digest = previous.digests[DIGEST * i : DIGEST * (i + 1)]

@@ -38,6 +38,7 @@ from .symlink import ensure_symlink
 logger = logging.getLogger("litellm_prefix")
 
 _BOOKKEEPING = frozenset({"texts", "need_texts", "drift", "head", "agent"})
+_SYSTEM_FIRST_PROVIDERS = frozenset({"openai", "azure"})
 
 
 @dataclass
@@ -195,7 +196,11 @@ class Sinks:
 
     def _remember(self, call_id, key, data, wire_name, drift, group, agent, target) -> None:
         """Keep this request's shape and what it shares with the session's previous request."""
-        hoisting = {"provider": target.provider, "system_messages_first": target.system_messages_first} if target else {}
+        # LiteLLM hoists late system messages for Gemini/Vertex, and with openai_system_messages_first only
+        # for OpenAI and Azure deployments (constants.OPENAI_SYSTEM_MESSAGES_FIRST_PROVIDERS).
+        hoisting = {"provider": target.provider,
+                    "system_messages_first": target.system_messages_first and target.provider in _SYSTEM_FIRST_PROVIDERS
+                    } if target else {}
         shape, texts = prefix.shape_of(prefix.render(data, wire_name, hoisting))
         with self._lock:
             previous = self.sessions.get(key)

@@ -259,10 +259,13 @@ def test_shared_prefix_over_parts_never_exceeds_the_true_one(messages, edit, rep
     shape_a, _ = prefix.shape_of(before)
     shape_b, text_b = prefix.shape_of(after)
     shared = prefix.compare(shape_a, shape_b, text_b)
-    joined_a, joined_b = b"".join(p for _, p in before), b"".join(p for _, p in after)
-    true = common_prefix(list(joined_a), list(joined_b))
-    assert shared.bytes <= true
-    assert shared.whole == joined_b.startswith(joined_a)
+    # the previous request's generation prompt ("end") is where the model's turn began: not compared
+    joined_a, joined_b = b"".join(p for _, p in before[:-1]), b"".join(p for _, p in after)
+    if shared.whole:
+        assert joined_b.startswith(joined_a)
+    else:
+        assert shared.bytes <= common_prefix(list(joined_a), list(joined_b))
+        assert after_messages[: len(messages)] != messages  # a change really happened
 
 
 def test_agent_profile_becomes_a_label_and_a_field(tmp_path, monkeypatch):
@@ -283,3 +286,22 @@ def test_agent_profile_becomes_a_label_and_a_field(tmp_path, monkeypatch):
                                      {"model_group": "group-m", "class": "hit", "agent": "pi"}) == before + 2
     headers = s.stabilizer.response_headers(f"{s.session}-3")
     assert headers["x-litellm-prefix-agent"] == "pi"
+
+
+def test_late_developer_message_is_no_drift_where_litellm_does_not_hoist(tmp_path):
+    """openai_system_messages_first hoists only for OpenAI and Azure deployments (LiteLLM's
+    OPENAI_SYSTEM_MESSAGES_FIRST_PROVIDERS): a late developer item sent to a vLLM deployment
+    stays in place, so appending one is an append, not a head change (seen on llama.cpp:
+    the server reused all but the new tokens)."""
+    stabilizer = Stabilizer(Settings(path_check="absolute"))
+    target = Target(model="hosted_vllm/local", provider="hosted_vllm", system_messages_first=True)
+    head = pi_head()
+    first = [{"role": "user", "content": "fix the build"}, {"role": "assistant", "content": "done"}]
+    requests = [{"model": "m", "instructions": head, "input": first[:1]},
+                {"model": "m", "instructions": head,
+                 "input": [*first, {"role": "developer", "content": "Reminder: approvals are required."}]}]
+    for i, request in enumerate(requests):
+        data = {**copy.deepcopy(request), "litellm_call_id": f"dev-{i}", "litellm_metadata": {"session_id": "dev-1"}}
+        stabilizer.stabilize_sync(data, "aresponses", target=target)
+    shared = stabilizer.sinks.pending["dev-1"].shared
+    assert shared.whole, shared
