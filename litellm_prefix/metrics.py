@@ -22,7 +22,7 @@ logger = logging.getLogger("litellm_prefix")
 NAMESPACE = "litellm_prefix"
 _LOCK = threading.Lock()
 _METRICS: "Metrics | None | bool" = False  # False: not tried yet; None: prometheus_client missing
-_SERVED: set[int] = set()
+_SERVED: dict[int, Any] = {}  # port -> prometheus_client's HTTP server
 # pi's own section names; any other section (an extension's) is reported as "section:extension".
 KNOWN_SECTIONS = frozenset({"preamble", "tools", "rules", "docs", "addendum", "project_context", "skills", "cwd",
                             "memory", "system"})
@@ -83,13 +83,22 @@ def serve(port: int, addr: str = "127.0.0.1") -> bool:
         try:
             from prometheus_client import start_http_server
 
-            start_http_server(port, addr=addr)
+            started = start_http_server(port, addr=addr)
         except OSError as exc:
             logger.warning("litellm-prefix: metrics server on %s:%d failed (%s)", addr, port, exc)
             return False
-        _SERVED.add(port)
+        _SERVED[port] = started[0] if isinstance(started, tuple) else started
     logger.info("litellm-prefix: metrics on http://%s:%d/metrics", addr, port)
     return True
+
+
+def stop_serving(port: int) -> None:
+    """Stop the metrics server on ``port`` (tests; a gateway keeps it for its lifetime)."""
+    with _LOCK:
+        server = _SERVED.pop(port, None)
+    if server is not None and hasattr(server, "shutdown"):
+        server.shutdown()
+        server.server_close()
 
 
 def part_label(where: str) -> str:

@@ -305,3 +305,23 @@ def test_late_developer_message_is_no_drift_where_litellm_does_not_hoist(tmp_pat
         stabilizer.stabilize_sync(data, "aresponses", target=target)
     shared = stabilizer.sinks.pending["dev-1"].shared
     assert shared.whole, shared
+
+
+def test_metrics_port_serves_the_metrics_standalone(tmp_path):
+    """Without the proxy (SDK, Router): metricsPort serves prometheus_client's registry."""
+    import httpx
+    from procs import free_port
+
+    from litellm_prefix import metrics
+
+    port = free_port()
+    stabilizer = Stabilizer(Settings(path_check="absolute", metrics_port=port))
+    try:
+        data = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "litellm_call_id": "port-1",
+                "metadata": {"session_id": "sess-port-1"}}
+        stabilizer.stabilize_sync(data, "acompletion", target=Target(model="openai/m", provider="openai"))
+        text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+        assert "# TYPE litellm_prefix_calls_total counter" in text
+        assert 'litellm_prefix_requests_total{agent="",model_group="openai/m"}' in text
+    finally:
+        metrics.stop_serving(port)
