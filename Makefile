@@ -25,6 +25,7 @@ llama-server: $(BIN)/.installed
 bench: $(BIN)/.installed llama-server
 	$(BIN)/python bench/overhead.py
 	$(BIN)/python bench/session_cost.py
+	$(BIN)/python bench/agents.py
 	$(BIN)/python bench/cache_real.py
 	$(BIN)/python bench/measure_overhead.py
 	$(BIN)/python bench/report_speed.py

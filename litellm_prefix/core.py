@@ -20,10 +20,10 @@ from typing import Any
 
 from cachetools import TTLCache
 
-from . import pipeline, wire
+from . import pipeline, profiles, wire
 from .context import Context, Event, Target
 from .journal import Journal
-from .session import scoped_key, session_id, tenant_of
+from .session import scoped_key, session_id, session_stream, tenant_of
 from .settings import Settings
 from .metrics import Stats
 from .sinks import Report, Sinks  # noqa: F401  (Report: re-exported for callers of the old location)
@@ -53,6 +53,7 @@ class Stabilizer:
         # /v1/messages served through another provider's API, translated into that API's
         # shape: history-dependent rules run once per call, on the client's own request.
         self.applied: TTLCache[str, bool] = TTLCache(maxsize=16384, ttl=900)
+        self.clock = time.time  # the time rules see (Context.now); tests replace it
 
     # -- the transform -------------------------------------------------------------
 
@@ -78,6 +79,10 @@ class Stabilizer:
                 return data
             settings = self.settings.for_model(model_names, model_info)
             view = adapter.read(data)
+            # The agent's profile (data, not branches): its presets merge into this request's settings.
+            profile = profiles.detect(data, view.head, settings, model_names)
+            settings = profiles.apply(settings, profile)
+            agent = profile.name if profile is not None else None
             ctx = Context(settings=settings, target=target or Target(), client_body=view.body,
                           ping=is_warmup_ping(data))
             call_id = data.get("litellm_call_id") if isinstance(data.get("litellm_call_id"), str) else None
@@ -85,7 +90,10 @@ class Stabilizer:
                 new_view, _, events = pipeline.run(view, Journal(), ctx, pipeline.STATELESS_RULES)
                 key, drift = None, None
             else:
-                key = scoped_key(tenant_of(data, api_key_hash, team_id), session_id(data, view)[0])
+                session = session_id(data, view, profile)[0]
+                stream = session_stream(data, view, profile)  # a subagent: its own stream in the session
+                key = scoped_key(tenant_of(data, api_key_hash, team_id),
+                                 session if stream is None else f"{session}\x00{stream}")
                 new_view, events = await self._run_with_journal(view, ctx, key)
                 drift = next((e.data for e in events if e.kind == "drift"), None)
             updates = adapter.write(data, new_view) if new_view is not view else {}
@@ -104,6 +112,8 @@ class Stabilizer:
             self.stats["rewritten"] += 1
         if call_id:
             self.applied[call_id] = True
+        if agent:  # reported like a rule's event: every sink reads the agent from the events
+            events = [Event("agent", {"name": agent}), *events]
         self.sinks.transformed(call_id, key, data, adapter.name, events, drift, settings, target,
                                model_group=next((n for n in model_names if n), ""),
                                seconds=time.perf_counter() - started, sessions_held=self._sessions_held())
@@ -117,6 +127,7 @@ class Stabilizer:
 
     async def _run_with_journal(self, view, ctx: Context, key: str):
         """Load, run, compare-and-set; on a conflict reload and run again (bounded)."""
+        ctx = dataclasses.replace(ctx, now=self.clock())  # the time history-dependent rules see
         for attempt in range(SAVE_ATTEMPTS):
             raw, version = await self.store.load(key)
             journal = Journal.from_json(json.loads(raw)) if raw else Journal()

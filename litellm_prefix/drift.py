@@ -1,7 +1,8 @@
 """Fingerprints, first divergence and the cost of a changed head. Pure functions.
 
 The head is its system text (segments joined by a blank line) followed by the tools'
-JSON (keys in the client's order: a reordered key is a changed byte on the wire). Its
+JSON (keys in the client's order: a reordered key is a changed byte on the wire; marker
+fields such as ``cache_control`` left out: a moved mark is not a changed head). Its
 fingerprint (16 hex digits) is a SHA-256 over the hashes of its parts (sections and
 tools), so it changes exactly when a byte of the head does.
 The journal keeps the head section by section (pi sections where the text has them,
@@ -13,11 +14,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .context import Context, Event, compact_json
-from .journal import HeadRecord, Journal, content_hash
+from .journal import MARKER_FIELDS, HeadRecord, Journal, content_hash
 from .sections import JOIN, parse_head
 from .view import View, tool_name
 
@@ -33,7 +34,14 @@ def tools_json(view: View, ctx: Context | None = None) -> str:
     if not view.tools:
         return ""
     encode = ctx.tool_json if ctx is not None else compact_json
-    return "[" + ",".join(encode(tool) for tool in view.tools) + "]"
+    return "[" + ",".join(_unmarked_tool_json(tool, encode) for tool in view.tools) + "]"
+
+
+def _unmarked_tool_json(tool: Any, encode) -> str:
+    """A tool's JSON without its marker fields (a moved ``cache_control`` is not a changed head)."""
+    if isinstance(tool, Mapping) and any(key in MARKER_FIELDS for key in tool):
+        return compact_json({k: v for k, v in tool.items() if k not in MARKER_FIELDS})
+    return encode(tool)
 
 
 def fingerprint(text: str) -> str:

@@ -64,7 +64,47 @@ def _declared_mid_system(model_info: Mapping[str, Any] | None) -> bool | None:
     return None
 
 
-def target_for(model: str, provider: str | None, model_info: Mapping[str, Any] | None) -> Target:
+def litellm_strips_billing(call_type: Any, model: str, provider: str, model_info: Mapping[str, Any] | None) -> bool:
+    """Whether LiteLLM itself drops Claude Code's billing block for this route and deployment.
+
+    Asks the same provider config LiteLLM will use: on ``/v1/messages`` the native messages
+    config when the deployment has one (else the request is translated to chat completions),
+    on chat completions the provider's chat config; its ``should_strip_billing_metadata()``.
+    Cached per (route, model, provider, pass-through opt-in): the lookup costs up to 0.5 ms.
+    """
+    route = str(getattr(call_type, "value", call_type) or "")
+    endpoints = model_info.get("supported_endpoints") if isinstance(model_info, Mapping) else None
+    passes_through = isinstance(endpoints, (list, tuple)) and "/v1/messages" in endpoints
+    return _litellm_strips_billing(route, model, provider, passes_through)
+
+
+@lru_cache(maxsize=1024)
+def _litellm_strips_billing(route: str, model: str, provider: str, passes_through: bool) -> bool:
+    model_info = {"supported_endpoints": ["/v1/messages"]} if passes_through else None
+    try:
+        import litellm
+        from litellm.utils import ProviderConfigManager
+
+        bare = model.split("/", 1)[1] if provider and model.startswith(provider + "/") else model
+        if route == "anthropic_messages":
+            try:
+                from litellm.llms.anthropic.pass_through.messages.handler import _native_messages_config
+
+                config = _native_messages_config(bare, provider, model_info)
+            except ImportError:  # older LiteLLM: the public lookup, without the pass-through opt-in
+                config = ProviderConfigManager.get_provider_anthropic_messages_config(
+                    model=bare, provider=litellm.LlmProviders(provider))
+            if config is not None:
+                return bool(config.should_strip_billing_metadata())
+        config = ProviderConfigManager.get_provider_chat_config(model=bare, provider=litellm.LlmProviders(provider))
+        strip = getattr(config, "should_strip_billing_metadata", None)
+        return bool(strip()) if callable(strip) else False
+    except Exception:
+        return False
+
+
+def target_for(model: str, provider: str | None, model_info: Mapping[str, Any] | None, *,
+               api_base: Any = None, call_type: Any = None) -> Target:
     import litellm
 
     provider = provider or _provider_of(model)
@@ -74,6 +114,8 @@ def target_for(model: str, provider: str | None, model_info: Mapping[str, Any] |
         model_info_mid_system=_declared_mid_system(model_info),
         cost_map_mid_system=_cost_map_mid_system(model, provider),
         system_messages_first=bool(getattr(litellm, "openai_system_messages_first", False)),
+        api_base=api_base if isinstance(api_base, str) else "",
+        strips_billing=litellm_strips_billing(call_type, model, provider, model_info) if provider else False,
     )
 
 
@@ -120,7 +162,8 @@ class PrefixStabilizer(CustomLogger):
             params = deployment.get("litellm_params") or {}
             model_info = deployment.get("model_info") or None
             model = params.get("model") or group
-            target = target_for(model, params.get("custom_llm_provider"), model_info)
+            target = target_for(model, params.get("custom_llm_provider"), model_info,
+                                api_base=params.get("api_base"), call_type=call_type)
             api_key_hash = getattr(user_api_key_dict, "api_key", None)
             team_id = getattr(user_api_key_dict, "team_id", None)
         except Exception as exc:
@@ -140,7 +183,9 @@ class PrefixStabilizer(CustomLogger):
         try:
             model = kwargs.get("model") if isinstance(kwargs.get("model"), str) else ""
             model_info = kwargs.get("model_info") if isinstance(kwargs.get("model_info"), Mapping) else None
-            target = target_for(model, kwargs.get("custom_llm_provider"), model_info)
+            params = kwargs.get("litellm_params") if isinstance(kwargs.get("litellm_params"), Mapping) else {}
+            target = target_for(model, kwargs.get("custom_llm_provider"), model_info,
+                                api_base=kwargs.get("api_base") or params.get("api_base"), call_type=call_type)
         except Exception as exc:
             logger.warning("litellm-prefix: could not resolve the deployment (%s)", type(exc).__name__)
             model, model_info, target = "", None, Target()

@@ -8,6 +8,7 @@ from __future__ import annotations
 from .context import Context, Event
 from .drift import record_head
 from .journal import Journal
+from .rules.billing import set_aside_billing_block
 from .rules.head_pin import keep_pinned_head
 from .rules.memory import snapshot_memory
 from .rules.mid_system import place_mid_conversation_system
@@ -29,6 +30,7 @@ def stateless(rule):
 
 
 RULES = [
+    stateless(set_aside_billing_block),
     stateless(stabilize_install_paths),
     stateless(normalize_tool_order),
     reseed,
@@ -44,6 +46,7 @@ RULES = [
 # For a request this gateway already rewrote (same call id: the deployment hook after the
 # pre-call hook, a retry, a fallback): only the idempotent, history-free rules run again.
 STATELESS_RULES = [
+    stateless(set_aside_billing_block),
     stateless(stabilize_install_paths),
     stateless(normalize_tool_order),
     stateless(place_mid_conversation_system),

@@ -21,6 +21,10 @@ class View:
     body: tuple[Any, ...]
     # The text-part type this shape uses inside content lists ("text" or "input_text").
     text_part: str = "text"
+    # Client head segments taken out of ``head`` (by position among the client's segments):
+    # written back exactly as sent, unless also in ``head_dropped`` (removed from the request).
+    head_aside: frozenset[int] = frozenset()
+    head_dropped: frozenset[int] = frozenset()
 
     def replace(self, **changes: Any) -> "View":
         return dataclasses.replace(self, **changes)
