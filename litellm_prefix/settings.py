@@ -159,6 +159,7 @@ class _Keys(BaseModel):
     learned_volatile_exclude: list[str] = Field(default_factory=lambda: list(DEFAULT_LEARNED_VOLATILE_EXCLUDE))
     profiles: ProfilesSetting | Literal["auto", "off"] = Field(default_factory=ProfilesSetting)
     keep_billing_header: bool = False
+    metrics_port: int = Field(default=0, ge=0, le=65535)
 
     @field_validator("profiles")
     @classmethod
@@ -227,6 +228,7 @@ ENV_VARS: dict[str, str] = {
     "learned_volatile_note_seconds": "LITELLM_PREFIX_LEARNED_VOLATILE_NOTE_SECONDS",
     "profiles": "LITELLM_PREFIX_PROFILES",
     "keep_billing_header": "LITELLM_PREFIX_KEEP_BILLING_HEADER",
+    "metrics_port": "LITELLM_PREFIX_METRICS_PORT",
 }
 # Environment values for list keys are comma-separated.
 _LIST_ENV = frozenset({"volatile_presets"})

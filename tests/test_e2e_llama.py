@@ -48,3 +48,25 @@ def test_plugin_cuts_reprocessed_tokens_to_within_5_percent_of_a_stable_client(l
     print(f"re-processed tokens: with the plugin {sum(with_plugin)}, stable client {sum(stable)}")
     assert all(n > 0 for n in stable)  # the server really reports per-request prefill
     assert sum(with_plugin) <= 1.05 * sum(stable)
+
+
+def test_the_server_reuses_exactly_the_longest_common_prefix(llama):
+    """The launcher's settings (one slot, cache_prompt, no RAM cache) give llama.cpp's own prefix reuse:
+    an identical repeat takes all but the last prompt token from the cache, a changed first byte none
+    past the role header; both counts are reported the way the plugin reads them."""
+    system = "You are a coding agent. " + " ".join(f"rule {i}: keep the prefix stable." for i in range(120))
+
+    def ask(text: str) -> tuple[int, int, int, int]:
+        body = {"messages": [{"role": "system", "content": text}, {"role": "user", "content": "hi"}], "max_tokens": 1}
+        answer = httpx.post(f"{llama.url}/v1/chat/completions", json=body, timeout=300).json()
+        return (answer["usage"]["prompt_tokens"], answer["usage"]["prompt_tokens_details"]["cached_tokens"],
+                answer["timings"]["prompt_n"], answer["timings"]["cache_n"])
+
+    ask("flush the slot")
+    prompt, cached, prompt_n, cache_n = ask(system)
+    assert prompt > 1000 and cached == cache_n < 8 and prompt_n == prompt - cache_n  # new text: prefilled
+    prompt, cached, prompt_n, cache_n = ask(system)
+    assert cached == cache_n == prompt - 1 and prompt_n == 1  # all but the token that yields the logits
+    changed = "X" + system[1:]
+    prompt, cached, prompt_n, cache_n = ask(changed)
+    assert cached == cache_n < 8 and prompt_n == prompt - cache_n  # only "<|im_start|>system\n" survives

@@ -5,11 +5,9 @@ import hashlib
 import sys
 from pathlib import Path
 
-import pytest
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
 
-gguf = pytest.importorskip("gguf")
+import gguf  # noqa: E402  (installed by make: pyproject extra `servers`)
 
 
 def test_model_is_deterministic_with_a_byte_level_vocabulary_and_chatml(tmp_path):

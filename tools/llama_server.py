@@ -1,15 +1,31 @@
-"""Start and stop a local llama-server (prefix caching on, one slot) with the tiny model.
+"""Start and stop a local llama.cpp server (prefix caching on) with the tiny model, from a wheel.
 
-Used by ``make run`` (as the default upstream), the benchmarks and the CI end-to-end
-test. Builds the binary and writes the model on first use (see build_llama_server.py
-and make_tiny_model.py). Listens on 127.0.0.1 only.
+The server is llama.cpp's own HTTP server as shipped by the ``xllamacpp`` wheel (PyPI,
+manylinux2014 x86_64, AVX2 baseline; no compiler, no system package): this file, run as
+a script (``python tools/llama_server.py --port N``), starts ``xllamacpp.Server`` in its
+own process and serves until SIGTERM/SIGINT or until its parent dies. ``LlamaServer``
+launches that process, waits for ``/health`` and stops it by process group.
+
+Settings match ``llama-server -np 1 --cache-prompt --cache-ram 0 --jinja``: one slot by
+default, prompt caching on and no RAM prompt cache, so the server reuses exactly the
+longest common token prefix with the previous request of a slot (what the replay's model
+counts); ``n_parallel`` slots get ``ctx_per_slot`` tokens each. The model's own ChatML
+template (tools/make_tiny_model.py) renders chats. Listens on 127.0.0.1 only. Answers
+carry ``timings.prompt_n`` / ``timings.cache_n`` and
+``usage.prompt_tokens_details.cached_tokens``.
+
+Used by ``make run`` (the default upstream), the benchmarks and the end-to-end tests.
 """
 from __future__ import annotations
 
+import argparse
+import importlib.util
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from urllib.error import URLError
@@ -17,12 +33,13 @@ from urllib.request import urlopen
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from build_llama_server import binary_path, build  # noqa: E402
 from make_tiny_model import ensure_model  # noqa: E402
 
-# One slot, prompt caching on, and no extra RAM prompt cache: the server reuses exactly the
-# longest common token prefix with the previous request (what the replay's model counts).
-ARGS = ["-np", "1", "-c", "32768", "--cache-prompt", "--cache-ram", "0", "--jinja", "--no-webui", "-t", "2"]
+WHEEL = "xllamacpp"
+
+
+class PortTaken(OSError):
+    """The port is already in use on 127.0.0.1."""
 
 
 def healthy(url: str) -> bool:
@@ -33,31 +50,117 @@ def healthy(url: str) -> bool:
         return False
 
 
+def port_is_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def server_version() -> str:
+    """Which llama.cpp build serves: the xllamacpp wheel's version."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"{WHEEL} {version(WHEEL)}"
+    except PackageNotFoundError:
+        return f"{WHEEL} (not installed)"
+
+
 class LlamaServer:
-    def __init__(self, port: int, log: Path | None = None, build_if_missing: bool = True) -> None:
-        binary = binary_path()
-        if not binary.is_file():
-            if not build_if_missing:
-                raise FileNotFoundError(f"{binary} is missing: run python tools/build_llama_server.py")
-            binary = build(os.cpu_count() or 2)
-        model = ensure_model()
+    """A llama.cpp server process on 127.0.0.1:``port``; ``.url``, ``.port``, ``.stop()``."""
+
+    def __init__(self, port: int, log: Path | None = None, *, n_parallel: int = 1, ctx_per_slot: int = 32768,
+                 threads: int = 2, model: Path | None = None, timeout: float = 120) -> None:
+        if importlib.util.find_spec(WHEEL) is None:
+            raise RuntimeError(f"the {WHEEL} wheel (llama.cpp's server) is not installed in {sys.executable}: "
+                               "run `make test` or `make run` once (they install it into .venv), "
+                               f"or `{sys.executable} -m pip install {WHEEL}`")
+        if not port_is_free(port):
+            raise PortTaken(f"port {port} on 127.0.0.1 is taken: cannot start llama.cpp's server there")
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
+        self.log = log
+        self.model = model or ensure_model()
         out = log.open("a") if log else subprocess.DEVNULL
-        self.proc = subprocess.Popen([str(binary), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), *ARGS],
-                                     stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + 120
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--port", str(port), "--model", str(self.model),
+               "--n-parallel", str(n_parallel), "--ctx-per-slot", str(ctx_per_slot), "--threads", str(threads)]
+        self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     start_new_session=True)
+        if log:
+            out.close()
+        deadline = time.monotonic() + timeout
         while not healthy(self.url):
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.stop()
-                raise RuntimeError(f"llama-server did not come up on {self.url}" + (f" (see {log})" if log else ""))
-            time.sleep(0.25)
+                tail = log.read_text(errors="replace")[-3000:] if log and log.exists() else ""
+                raise RuntimeError(f"llama.cpp's server ({server_version()}) did not come up on {self.url}"
+                                   + (f"; log {log}:\n{tail}" if log else ""))
+            time.sleep(0.2)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
+        if self.proc.poll() is not None:
+            return
+        try:
             os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=10)
+            self.proc.wait(timeout=10)
+        except ProcessLookupError:
+            return
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+
+    def __enter__(self) -> "LlamaServer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def serve(port: int, model: Path, n_parallel: int, ctx_per_slot: int, threads: int) -> int:
+    """Run llama.cpp's server in this process until SIGTERM/SIGINT or the parent's death."""
+    import xllamacpp
+
+    params = xllamacpp.CommonParams()
+    params.model.path = str(model)
+    params.hostnames = ["127.0.0.1"]
+    params.port = port
+    params.n_parallel = n_parallel
+    params.n_ctx = ctx_per_slot * n_parallel  # split evenly: each slot keeps its own prefix
+    params.kv_unified = False
+    params.cache_prompt = True
+    params.cache_ram_mib = 0  # no RAM prompt cache: exactly one slot's longest common prefix
+    params.use_jinja = True  # the model's ChatML template
+    params.cpuparams.n_threads = threads
+    params.cpuparams_batch.n_threads = threads
+    params.ui = False
+    params.warmup = False
+    stopping = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda *_: stopping.set())
+    parent = os.getppid()
+    server = xllamacpp.Server(params)  # serves HTTP on its own threads from here on
+    print(f"{server_version()} listening on {server.listening_address}, {n_parallel} slot(s) of {ctx_per_slot} "
+          "tokens, cache_prompt on, cache_ram 0", flush=True)
+    while not stopping.wait(0.5):
+        if os.getppid() != parent:  # the launcher died without stopping us: do not linger
+            break
+    sys.stdout.flush()
+    os._exit(0)  # the server's threads end with the process; no slow destructor on the way out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="Serve the tiny model with llama.cpp's server (xllamacpp wheel).")
+    parser.add_argument("--port", type=int, default=8080)
+    parser.add_argument("--model", type=Path, default=None, help="GGUF file (default: the tiny model)")
+    parser.add_argument("--n-parallel", type=int, default=1)
+    parser.add_argument("--ctx-per-slot", type=int, default=32768)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    return serve(args.port, args.model or ensure_model(), args.n_parallel, args.ctx_per_slot, args.threads)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

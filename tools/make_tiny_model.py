@@ -92,7 +92,7 @@ def write(out: Path) -> Path:
         return (rng.standard_normal(shape, dtype=np.float32) * 0.02).astype(np.float32)
 
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".tmp")
+    tmp = out.with_suffix(f".{os.getpid()}.tmp")  # concurrent writers never share a file
     writer = gguf.GGUFWriter(str(tmp), "llama")
     writer.add_name("litellm-prefix tiny random llama")
     writer.add_context_length(N_CTX)
