@@ -25,7 +25,10 @@ llama-server: $(BIN)/.installed
 bench: $(BIN)/.installed llama-server
 	$(BIN)/python bench/overhead.py
 	$(BIN)/python bench/session_cost.py
+	$(BIN)/python bench/agents.py
 	$(BIN)/python bench/cache_real.py
+	$(BIN)/python bench/measure_overhead.py
+	$(BIN)/python bench/report_speed.py
 	$(BIN)/python bench/replicas.py --small
 
 check: $(BIN)/.installed

@@ -9,7 +9,9 @@ cached. Reported per scenario: re-processed and cached sums, median time per req
 Between runs the server's single slot is flushed with an unrelated prompt. The proxy
 deployment hoists late system messages (``openai_system_messages_first``), as the
 scenarios' target does. Writes bench/results/cache_real.json and a PNG chart of the pi
-session's re-processed tokens per turn.
+session's re-processed tokens per turn. The plugin's proxy writes its JSONL log; the
+``litellm-prefix report`` of that log must add up to the with-plugin runs' re-processed
+tokens exactly (checked, and written to bench/results/report.html and report.png).
 
     .venv/bin/python bench/cache_real.py      # builds llama-server on first use
 """
@@ -101,16 +103,43 @@ def chart(results: dict, out: Path) -> None:
     fig.savefig(out)
 
 
+def check_report(log: Path, results: dict, out: Path) -> dict:
+    """The plugin's own measurements (``litellm-prefix report``) against the upstream's answers."""
+    from litellm_prefix import report
+
+    for _ in range(50):  # success callbacks run after the answers: wait for the last records
+        summary = report.read(str(log))
+        expected_calls = sum(len(s["with_plugin"]["per_turn"]) for s in results["scenarios"].values())
+        if summary.totals.calls >= expected_calls:
+            break
+        time.sleep(0.2)
+    (out / "report.html").write_text(report.html_page(summary))
+    (out / "report.png").write_bytes(report.chart_png(summary))
+    with_plugin = sum(s["with_plugin"]["reprocessed"] for s in results["scenarios"].values())
+    data = summary.to_json()
+    checked = {"calls": summary.totals.calls, "reprocessed_tokens": summary.totals.reprocessed_tokens,
+               "with_plugin_reprocessed": with_plugin,
+               "equal": summary.totals.reprocessed_tokens == with_plugin,
+               "classes": {c: v for c, v in data["classes"].items() if v["calls"]}}
+    print(f"report of the plugin's log: {summary.totals.calls} calls, re-processed {summary.totals.reprocessed_tokens} "
+          f"(upstream answers: {with_plugin}; equal: {checked['equal']}); classes "
+          + ", ".join(f"{c} {v['calls']}" for c, v in checked["classes"].items()), flush=True)
+    return checked
+
+
 def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="litellm-prefix-bench-"))
     llama = LlamaServer(free_port(), work / "llama-server.log")
     proxies = []
     try:
         plain = Proxy(work, llama_config(llama.url, plugin=False), {}, name="plain")
-        plugin = Proxy(work, llama_config(llama.url, plugin=True), PLUGIN_ENV, name="plugin")
+        prefix_log = work / "prefix.jsonl"
+        plugin = Proxy(work, llama_config(llama.url, plugin=True), {**PLUGIN_ENV, "LITELLM_PREFIX_LOG": str(prefix_log)},
+                       name="plugin")
         proxies = [plain, plugin]
         for proxy in proxies:
             proxy.wait_ready()
+            proxy.client.timeout = httpx.Timeout(900)  # a cold 20k-token prefill on a busy 2-core machine
         results: dict = {"machine": f"{platform.machine()}, {os.cpu_count()} cpus, Python {platform.python_version()}",
                          "server": "llama-server (llama-cpp-python 0.3.36 sdist), tiny random llama, -np 1",
                          "scenarios": {}}
@@ -133,6 +162,8 @@ def main() -> None:
         out = ROOT / "bench" / "results"
         (out / "cache_real.json").write_text(json.dumps(results, indent=2) + "\n")
         chart(results, out / "pi_turns.png")
+        results["report"] = check_report(prefix_log, results, out)
+        (out / "cache_real.json").write_text(json.dumps(results, indent=2) + "\n")
         print(f"written to {out / 'cache_real.json'} and {out / 'pi_turns.png'}")
     finally:
         for proxy in proxies:

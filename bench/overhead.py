@@ -2,7 +2,10 @@
 
 Each sample is one turn of a pi-like session (in-memory journal, as the default install): a sectioned system prompt whose install
 path moves and whose tool order is shuffled between turns, 35 tools with schemas, a
-growing conversation with tool calls. Reported: median and p99 of the transform, and,
+growing conversation with tool calls, at 2k/20k/130k/260k prompt tokens. Reported: median
+and p99 of the transform (warm: the turns' heads seen before, as every turn after a
+session's first), its median cold (the process's memory of known head texts emptied before
+each request: a head never seen before), and,
 measured in the same run, the ratio to serialising the request once with ``json.dumps``
 (work every gateway does per request anyway), and to the LiteLLM proxy's own
 per-request overhead (its ``x-litellm-overhead-duration-ms`` header, a proxy without the
@@ -33,6 +36,7 @@ from realistic import TOOL_NAMES, conversation, install_root, openai_tools, pi_s
 
 from litellm_prefix.context import Target  # noqa: E402
 from litellm_prefix.core import Stabilizer  # noqa: E402
+from litellm_prefix.sections import KNOWN  # noqa: E402
 from litellm_prefix.settings import Settings  # noqa: E402
 
 
@@ -59,7 +63,7 @@ async def measure(tokens: int, samples: int) -> dict:
     stabilizer = Stabilizer(Settings(path_check="absolute", stable_path="/srv/pi-home"))
     target = Target(model="openai/local", provider="openai")
     variants = requests_for(tokens, 6)
-    transform, serialise = [], []
+    transform, serialise, cold = [], [], []
     for i in range(samples):
         data = dict(variants[i % len(variants)])  # shallow: the transform never mutates nested client objects
         t0 = time.perf_counter_ns()
@@ -69,6 +73,14 @@ async def measure(tokens: int, samples: int) -> dict:
         t2 = time.perf_counter_ns()
         transform.append((t1 - t0) / 1e6)
         serialise.append((t2 - t1) / 1e6)
+    # Cold: the same turns with the process's memory of known head texts emptied first (a head
+    # never seen before: the first request of a session, or the request after the head changed).
+    for i in range(max(10, samples // 10)):
+        data = dict(variants[i % len(variants)])
+        KNOWN.clear()
+        t0 = time.perf_counter_ns()
+        await stabilizer.stabilize(data, "acompletion", target=target)
+        cold.append((time.perf_counter_ns() - t0) / 1e6)
     assert stabilizer.stats["errors"] == 0 and stabilizer.stats["drift"] == 0
     chars = len(variants[0]["messages"][0]["content"])
     return {
@@ -77,6 +89,7 @@ async def measure(tokens: int, samples: int) -> dict:
         "samples": samples,
         "transform_median_ms": round(statistics.median(transform), 4),
         "transform_p99_ms": round(percentile(transform, 0.99), 4),
+        "cold_median_ms": round(statistics.median(cold), 4),
         "json_dumps_median_ms": round(statistics.median(serialise), 4),
         "ratio_to_json_dumps": round(statistics.median(transform) / statistics.median(serialise), 3),
     }
@@ -178,10 +191,11 @@ def main() -> None:
     if args.memory_only:  # run in a fresh process, so that earlier allocations do not hide the growth
         print(json.dumps(memory(args.sessions)))
         return
+    sizes = (2_000, 20_000, 130_000, 260_000)
     rows = [asyncio.run(measure(tokens, args.samples if tokens < 100_000 else max(50, args.samples // 3)))
-            for tokens in (2_000, 20_000, 130_000)]
+            for tokens in sizes]
     if not args.no_proxy:
-        proxy = proxy_overhead((2_000, 20_000, 130_000), 40)
+        proxy = proxy_overhead(sizes, 40)
         for row in rows:
             measured = proxy[row["prompt_tokens_est"]]
             row["proxy_overhead_median_ms"] = round(measured["end_to_end"], 3)
@@ -192,13 +206,18 @@ def main() -> None:
               "rows": rows, "memory": _memory_in_fresh_process(args.sessions)}
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
     print(f"machine: {result['machine']}")
-    print(f"{'tokens':>8} {'median ms':>10} {'p99 ms':>8} {'json.dumps ms':>14} {'ratio':>6} {'proxy ms':>9} "
-          f"{'(header)':>9} {'share':>6}")
+    print(f"{'tokens':>8} {'median ms':>10} {'p99 ms':>8} {'cold ms':>8} {'json.dumps ms':>14} {'ratio':>6} "
+          f"{'proxy ms':>9} {'(header)':>9} {'share':>6}")
     for r in rows:
         print(f"{r['prompt_tokens_est']:>8} {r['transform_median_ms']:>10.3f} {r['transform_p99_ms']:>8.3f} "
+              f"{r['cold_median_ms']:>8.3f} "
               f"{r['json_dumps_median_ms']:>14.3f} {r['ratio_to_json_dumps']:>6.2f} "
               f"{r.get('proxy_overhead_median_ms', float('nan')):>9.2f} {r.get('proxy_overhead_header_ms', float('nan')):>9.2f} "
               f"{r.get('fraction_of_proxy_overhead', float('nan')):>6.1%}")
+    small, large = rows[-2], rows[-1]
+    growth = large["transform_median_ms"] / small["transform_median_ms"]
+    print(f"growth {small['prompt_tokens_est']} -> {large['prompt_tokens_est']} tokens: x{growth:.2f} "
+          f"(head x{large['system_chars'] / small['system_chars']:.2f})")
     m = result["memory"]
     print(f"memory: {m['journal_bytes_median']} journal bytes per session; {m['sessions']} sessions grew RSS by "
           f"{m['rss_growth_mib']} MiB ({m['rss_per_session_bytes']} bytes per session)")

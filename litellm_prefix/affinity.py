@@ -60,7 +60,7 @@ def client_session_id(data: Mapping[str, Any]) -> str | None:
 
 
 def session_key(data: Mapping[str, Any], call_type: Any = None, api_key_hash: str | None = None,
-                team_id: str | None = None) -> str | None:
+                team_id: str | None = None, settings: Any = None, model_names: Sequence[str] = ()) -> str | None:
     """The tenant-scoped session key of a request (``session.scoped_key`` of ``session.session_id``);
     None for a request that is no conversation (embeddings, images) or has nothing to tell its
     session by (no id, no user message): such requests are never pinned together."""
@@ -68,7 +68,12 @@ def session_key(data: Mapping[str, Any], call_type: Any = None, api_key_hash: st
     if adapter is None:
         return None
     view = adapter.read(data)
-    raw, source = session_id(data, view)
+    profile = None
+    if settings is not None:  # the agent's own session id (Claude Code, Codex, opencode, ...) comes first
+        from . import profiles
+
+        profile = profiles.detect(data, view.head, settings, model_names)
+    raw, source = session_id(data, view, profile)
     if source == "first user message" and not any(field_of(item, "role") == "user" for item in view.body):
         return None
     return scoped_key(tenant_of(data, api_key_hash, team_id), raw)
@@ -151,7 +156,7 @@ class SessionAffinity:
         """The session a routed request belongs to (the id the pre-call hook or client set, else derived)."""
         given = client_session_id(request)
         if given is None:
-            given = session_key(request)
+            given = session_key(request, settings=self.settings_of())
         return scoped_key(tenant_of(request), f"id:{given}") if given is not None else None
 
     async def filter(self, model_group: str, deployments: Sequence[Any], request: Mapping[str, Any] | None,

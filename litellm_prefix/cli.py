@@ -3,6 +3,7 @@
     litellm-prefix check            print the resolved settings and where each value came from
     litellm-prefix replay FILE      re-processed tokens of a recorded session, with and without the plugin
     litellm-prefix diff A.json B.json   why two requests do not share a cached prefix
+    litellm-prefix report LOG.jsonl     measured cache use per model, agent and session, misses by class
 """
 from __future__ import annotations
 
@@ -152,6 +153,30 @@ def _diff(args: argparse.Namespace) -> int:
     return 0
 
 
+def _report(args: argparse.Namespace) -> int:
+    from . import report
+
+    try:
+        summary = report.read(args.log, progress=sys.stderr if not args.quiet else None)
+    except OSError as exc:
+        print(f"litellm-prefix: {exc}", file=sys.stderr)
+        return 2
+    if args.html:
+        try:
+            page = report.html_page(summary)
+        except ImportError:
+            print("litellm-prefix: --html needs matplotlib (pip install 'litellm-prefix[report]')", file=sys.stderr)
+            return 2
+        with open(args.html, "w", encoding="utf-8") as fh:
+            fh.write(page)
+        print(f"written {args.html}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(summary.to_json(), indent=2))
+    elif not args.html or args.text:
+        print(report.text(summary))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="litellm-prefix", description="Keep agent request prefixes byte-stable.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -174,6 +199,13 @@ def main(argv: list[str] | None = None) -> int:
     diff.add_argument("--route", choices=["chat", "messages", "responses"])
     diff.add_argument("--json", action="store_true")
     diff.set_defaults(func=_diff)
+    rpt = sub.add_parser("report", help="measured cache use per model, agent and session; misses by class")
+    rpt.add_argument("log", help="the JSONL log (LITELLM_PREFIX_LOG); - reads standard input")
+    rpt.add_argument("--html", metavar="OUT", help="write a self-contained HTML page with a per-turn chart")
+    rpt.add_argument("--json", action="store_true", help="one JSON object on standard output")
+    rpt.add_argument("--text", action="store_true", help="also print the text summary with --html")
+    rpt.add_argument("--quiet", action="store_true", help="no progress lines on standard error")
+    rpt.set_defaults(func=_report)
     args = parser.parse_args(argv)
     return args.func(args)
 

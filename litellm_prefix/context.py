@@ -27,6 +27,10 @@ class Target:
     cost_map_mid_system: bool | None = None
     # LiteLLM's openai_system_messages_first switch, read at request time.
     system_messages_first: bool = False
+    # The deployment's api_base ("" when LiteLLM's default for the provider).
+    api_base: str = ""
+    # LiteLLM strips Claude Code's billing block itself on this route and deployment.
+    strips_billing: bool = False
     # Provider cache hints (rules/hints.py): LiteLLM forwards ``prompt_cache_key`` to this
     # target; the target reads Anthropic ``cache_control`` breakpoints (Anthropic, Bedrock,
     # Vertex Claude).
@@ -65,6 +69,9 @@ class Context:
     texts_fetched: bool = False
     # A warm-up ping (max_tokens 1): neither warns nor moves the recorded head.
     ping: bool = False
+    # Wall-clock seconds, set by the shell (core.py); rules never read the clock themselves.
+    # A decision that depends on it is recorded in the journal, so replicas and restarts agree.
+    now: float | None = None
     # Request-scoped memo of derived values (a tool's JSON by object id); never changes a result.
     memo: dict = field(default_factory=dict, compare=False)
     # The tenant-scoped session key (session.scoped_key): provider hints derive from it.

@@ -1,9 +1,11 @@
 """The one transform behind both LiteLLM hooks: load the session journal, run the rules,
 save the journal (compare-and-set), write the request back, report.
 
-Pure decisions come from ``pipeline``; this module is the thin shell that does the I/O
-(store, logs, JSONL, symlinks) and fails open: any internal error leaves the request
-exactly as it came, and is logged (traceback frames only, never prompt text) and counted.
+Pure decisions come from ``pipeline``; this module is the thin shell that does the
+store I/O and fails open: any internal error leaves the request exactly as it came, and
+is logged (traceback frames only, never prompt text) and counted. Everything the
+transform reports (logger, JSONL, response headers, metrics, symlinks, the measured
+cache use of each call) goes to ``sinks``.
 """
 from __future__ import annotations
 
@@ -11,27 +13,25 @@ import asyncio
 import dataclasses
 import json
 import logging
-import threading
+import time
 import traceback
-from collections import Counter
 from collections.abc import Mapping, MutableMapping
-from dataclasses import dataclass
 from typing import Any
 
 from cachetools import TTLCache
 
-from . import pipeline, wire
+from . import pipeline, profiles, wire
 from .context import Context, Event, Target
 from .journal import Journal
-from .session import scoped_key, session_id, tenant_of
+from .session import scoped_key, session_id, session_stream, tenant_of
 from .settings import Settings
+from .metrics import Stats
+from .sinks import Report, Sinks  # noqa: F401  (Report: re-exported for callers of the old location)
 from .store import build_store
-from .symlink import ensure_symlink
 
 logger = logging.getLogger("litellm_prefix")
 
 SAVE_ATTEMPTS = 3
-_BOOKKEEPING = frozenset({"texts", "need_texts", "drift", "head"})
 
 
 def is_warmup_ping(data: Mapping[str, Any]) -> bool:
@@ -39,30 +39,21 @@ def is_warmup_ping(data: Mapping[str, Any]) -> bool:
     return any(data.get(k) == 1 for k in ("max_tokens", "max_completion_tokens", "max_output_tokens"))
 
 
-@dataclass
-class Report:
-    """What one request produced, kept briefly for the proxy's response header."""
-
-    head: str
-    drift: dict[str, Any] | None = None
-
-
 class Stabilizer:
     def __init__(self, settings: Settings, store: Any = None) -> None:
         self.settings = settings
-        self.stats: Counter[str] = Counter()
+        self.stats: Stats = Stats()  # mirrored to the litellm_prefix_internal_events metric
         if store is not None:  # an explicit store (tests, replays): shared by several stabilizers
             self.store = self.local_store = store
         else:
             self.store, self.local_store = build_store(settings, self.stats)
-        self.reports: TTLCache[str, Report] = TTLCache(maxsize=4096, ttl=600)
+        self.sinks = Sinks(settings, self.stats)
         # litellm_call_ids this gateway already rewrote. The same call reaches the hooks again
         # after the pre-call hook (the deployment hook), on retries and fallbacks, and, for
         # /v1/messages served through another provider's API, translated into that API's
         # shape: history-dependent rules run once per call, on the client's own request.
         self.applied: TTLCache[str, bool] = TTLCache(maxsize=16384, ttl=900)
-        self._linked: set[str] = set()
-        self._log_lock = threading.Lock()
+        self.clock = time.time  # the time rules see (Context.now); tests replace it
 
     # -- the transform -------------------------------------------------------------
 
@@ -83,6 +74,7 @@ class Stabilizer:
         ``hints``: also add provider cache hints (the deployment hook, which knows the target)."""
         if not self.settings.enabled:
             return data
+        started = time.perf_counter()
         try:
             adapter = wire.wire_for(data, call_type)
             if adapter is None:
@@ -90,6 +82,10 @@ class Stabilizer:
                 return data
             settings = self.settings.for_model(model_names, model_info)
             view = adapter.read(data)
+            # The agent's profile (data, not branches): its presets merge into this request's settings.
+            profile = profiles.detect(data, view.head, settings, model_names)
+            settings = profiles.apply(settings, profile)
+            agent = profile.name if profile is not None else None
             ctx = Context(settings=settings, target=target or Target(), client_body=view.body,
                           ping=is_warmup_ping(data))
             call_id = data.get("litellm_call_id") if isinstance(data.get("litellm_call_id"), str) else None
@@ -97,7 +93,10 @@ class Stabilizer:
                 new_view, _, events = pipeline.run(view, Journal(), ctx, pipeline.STATELESS_RULES)
                 key, drift = None, None
             else:
-                key = scoped_key(tenant_of(data, api_key_hash, team_id), session_id(data, view)[0])
+                session = session_id(data, view, profile)[0]
+                stream = session_stream(data, view, profile)  # a subagent: its own stream in the session
+                key = scoped_key(tenant_of(data, api_key_hash, team_id),
+                                 session if stream is None else f"{session}\x00{stream}")
                 new_view, events = await self._run_with_journal(view, ctx, key)
                 drift = next((e.data for e in events if e.kind == "drift"), None)
             updates = adapter.write(data, new_view) if new_view is not view else {}
@@ -118,7 +117,11 @@ class Stabilizer:
             self.stats["rewritten"] += 1
         if call_id:
             self.applied[call_id] = True
-        self._after(call_id, key, new_view, events, drift, settings, target)
+        if agent:  # reported like a rule's event: every sink reads the agent from the events
+            events = [Event("agent", {"name": agent}), *events]
+        self.sinks.transformed(call_id, key, data, adapter.name, events, drift, settings, target,
+                               model_group=next((n for n in model_names if n), ""),
+                               seconds=time.perf_counter() - started, sessions_held=self._sessions_held())
         return data
 
     def _apply_hints(self, data, shape: str, ctx: Context, key, view, api_key_hash, team_id) -> list[Event]:
@@ -145,6 +148,7 @@ class Stabilizer:
 
     async def _run_with_journal(self, view, ctx: Context, key: str):
         """Load, run, compare-and-set; on a conflict reload and run again (bounded)."""
+        ctx = dataclasses.replace(ctx, now=self.clock())  # the time history-dependent rules see
         for attempt in range(SAVE_ATTEMPTS):
             raw, version = await self.store.load(key)
             journal = Journal.from_json(json.loads(raw)) if raw else Journal()
@@ -172,67 +176,15 @@ class Stabilizer:
         logger.warning("litellm-prefix: session %s journal busy; this request's decisions were not recorded", key[:16])
         return new_view, events
 
-    # -- edges: logs, symlinks, reports -----------------------------------------------
+    # -- edges: everything reported goes to sinks ---------------------------------------
 
-    def _after(self, call_id, key, view, events: list[Event], drift, settings: Settings, target: Target | None) -> None:
-        try:
-            rules = [e for e in events if e.kind not in _BOOKKEEPING]
-            session = key[:16] if key else None
-            head = next((e.data["fingerprint"] for e in events if e.kind == "head"), None)
-            if call_id and head:
-                self.reports[call_id] = Report(head=head)
-            if rules and session:
-                logger.debug("litellm-prefix: session %s rules %s", session, [e.kind for e in rules])
-                self._jsonl({"event": "rewrite", "session": session, "rules": [{"rule": e.kind, **e.data} for e in rules]})
-            if drift:
-                drift = {**drift, "session": session, "model": (target.model if target else "")}
-                self.stats["drift"] += 1
-                logger.warning(
-                    "litellm-prefix: head changed in session %s: %s at char %d (~token %d), ~%d tokens to prefill "
-                    "again, %s -> %s",
-                    session, ",".join(drift["changed"]), drift["first_diff_char"], drift["first_diff_token_est"],
-                    drift["reprefill_tokens_est"], drift["before"], drift["after"],
-                )
-                self._jsonl(drift)
-                if call_id:
-                    self.reports[call_id].drift = drift
-            if settings.create_symlink:
-                for event in events:
-                    if event.kind == "install_path":
-                        self._link(event.data["root"], settings)
-        except Exception as exc:
-            self.stats["errors"] += 1
-            logger.warning("litellm-prefix: reporting failed (%s)", type(exc).__name__)
-
-    def _link(self, root: str, settings: Settings) -> None:
-        if root in self._linked:
-            return
-        outcome = ensure_symlink(settings.resolved_stable_path, root)
-        self._linked.add(root)
-        record = {"event": "symlink", "stable_path": settings.resolved_stable_path, "target": root, "outcome": outcome}
-        (logger.warning if outcome.startswith(("failed", "skipped")) else logger.info)(
-            "litellm-prefix: symlink %s -> %s: %s", record["stable_path"], root, outcome
-        )
-        self._jsonl(record)
-
-    def _jsonl(self, record: Mapping[str, Any]) -> None:
-        path = self.settings.log
-        if not path:
-            return
-        line = json.dumps(record, ensure_ascii=False, sort_keys=True, default=str)
-        with self._log_lock, open(path, "a", encoding="utf-8") as fh:
-            fh.write(line + "\n")
+    def _sessions_held(self) -> int | None:
+        journals = getattr(self.local_store, "_journals", None)
+        return len(journals) if journals is not None else None
 
     def response_headers(self, call_id: str | None) -> dict[str, str]:
-        report = self.reports.get(call_id) if call_id else None
-        if report is None or not self.settings.drift_header:
-            return {}
-        headers = {"x-litellm-prefix-head": report.head}
-        if report.drift:
-            d = report.drift
-            headers["x-litellm-prefix-drift"] = (
-                f"changed={','.join(d['changed'])}; first_diff_char={d['first_diff_char']}; "
-                f"reprefill_tokens_est={d['reprefill_tokens_est']}; before={d['before']}; after={d['after']}"
-            )
-        return headers
+        return self.sinks.response_headers(call_id)
 
+    def completed(self, kwargs: Mapping[str, Any], response: Any) -> dict[str, Any] | None:
+        """The success callback's half: measured cache use of the call, classified (see ``sinks``)."""
+        return self.sinks.completed(kwargs, response)

@@ -1,7 +1,8 @@
 """Fingerprints, first divergence and the cost of a changed head. Pure functions.
 
 The head is its system text (segments joined by a blank line) followed by the tools'
-JSON (keys in the client's order: a reordered key is a changed byte on the wire). Its
+JSON (keys in the client's order: a reordered key is a changed byte on the wire; marker
+fields such as ``cache_control`` left out: a moved mark is not a changed head). Its
 fingerprint (16 hex digits) is a SHA-256 over the hashes of its parts (sections and
 tools), so it changes exactly when a byte of the head does.
 The journal keeps the head section by section (pi sections where the text has them,
@@ -13,12 +14,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .context import Context, Event, compact_json
-from .journal import HeadRecord, Journal, content_hash
-from .sections import JOIN, parse_head
+from .context import Context, Event, compact_json, orjson
+from .journal import MARKER_FIELDS, HeadRecord, Journal
+from .sections import JOIN, parse_head, section_digests, text_digest
 from .view import View, tool_name
 
 CHARS_PER_TOKEN = 4
@@ -29,11 +30,37 @@ def head_text(view: View) -> str:
 
 
 def tools_json(view: View, ctx: Context | None = None) -> str:
-    """The tools' compact JSON, tool by tool (from the request's memo when there is a context)."""
+    """The tools' compact JSON (computed once per request when there is a context)."""
     if not view.tools:
         return ""
-    encode = ctx.tool_json if ctx is not None else compact_json
-    return "[" + ",".join(encode(tool) for tool in view.tools) + "]"
+    if any(isinstance(tool, Mapping) and not MARKER_FIELDS.isdisjoint(tool) for tool in view.tools):
+        # A moved ``cache_control`` is not a changed head: marked tools are encoded without their marks.
+        encode = ctx.tool_json if ctx is not None else compact_json
+        return "[" + ",".join(_unmarked_tool_json(tool, encode) for tool in view.tools) + "]"
+    if ctx is None:
+        return "[" + ",".join(compact_json(tool) for tool in view.tools) + "]"
+    key = ("tools_json", id(view.tools))
+    cached = ctx.memo.get(key)
+    if cached is None or cached[0] is not view.tools:
+        # One encoder call for the whole list when it can (the same bytes as tool by tool:
+        # compact JSON has no space after a comma); tool by tool when one needs the stdlib.
+        text = None
+        if orjson is not None:
+            try:
+                text = orjson.dumps(list(view.tools)).decode()
+            except TypeError:
+                pass
+        if text is None:
+            text = "[" + ",".join(ctx.tool_json(tool) for tool in view.tools) + "]"
+        cached = ctx.memo[key] = (view.tools, text)
+    return cached[1]
+
+
+def _unmarked_tool_json(tool: Any, encode) -> str:
+    """A tool's JSON without its marker fields."""
+    if isinstance(tool, Mapping) and any(key in MARKER_FIELDS for key in tool):
+        return compact_json({k: v for k, v in tool.items() if k not in MARKER_FIELDS})
+    return encode(tool)
 
 
 def fingerprint(text: str) -> str:
@@ -87,8 +114,10 @@ def head_record(view: View, ctx: Context | None = None) -> tuple[HeadRecord, dic
     """The record of this head, and the texts (by hash) it refers to."""
     parts = head_sections(view)
     tools = tools_json(view, ctx)
-    hashes = [content_hash(text) for _, text in parts]
-    tools_hash = content_hash(tools)
+    # Each section hashed once while its text is known (``text_digest``): an unchanged 500 KB
+    # head costs one comparison per section, not a SHA-256 over every byte.
+    hashes = [h for segment in view.head for h in section_digests(segment)]
+    tools_hash = text_digest(tools)
     record = HeadRecord(
         # A hash over the parts' hashes: identifies the exact bytes without hashing the whole head again.
         fingerprint=fingerprint("\x00".join(f"{name}:{h}" for (name, _), h in zip(parts, hashes)) + "\x00" + tools_hash),

@@ -8,6 +8,8 @@
   ``anthropic.messages.acreate``, Router, proxy) sees the chosen deployment's
   ``model_info``; it re-runs on retries and fallbacks, which the idempotent rules
   make harmless.
+- ``async_log_success_event`` (proxy and SDK, streaming included) reads the cached
+  tokens the upstream reported and classifies the call (``sinks``, ``classify``).
 """
 from __future__ import annotations
 
@@ -63,6 +65,45 @@ def _declared_mid_system(model_info: Mapping[str, Any] | None) -> bool | None:
     return None
 
 
+def litellm_strips_billing(call_type: Any, model: str, provider: str, model_info: Mapping[str, Any] | None) -> bool:
+    """Whether LiteLLM itself drops Claude Code's billing block for this route and deployment.
+
+    Asks the same provider config LiteLLM will use: on ``/v1/messages`` the native messages
+    config when the deployment has one (else the request is translated to chat completions),
+    on chat completions the provider's chat config; its ``should_strip_billing_metadata()``.
+    Cached per (route, model, provider, pass-through opt-in): the lookup costs up to 0.5 ms.
+    """
+    route = str(getattr(call_type, "value", call_type) or "")
+    endpoints = model_info.get("supported_endpoints") if isinstance(model_info, Mapping) else None
+    passes_through = isinstance(endpoints, (list, tuple)) and "/v1/messages" in endpoints
+    return _litellm_strips_billing(route, model, provider, passes_through)
+
+
+@lru_cache(maxsize=1024)
+def _litellm_strips_billing(route: str, model: str, provider: str, passes_through: bool) -> bool:
+    model_info = {"supported_endpoints": ["/v1/messages"]} if passes_through else None
+    try:
+        import litellm
+        from litellm.utils import ProviderConfigManager
+
+        bare = model.split("/", 1)[1] if provider and model.startswith(provider + "/") else model
+        if route == "anthropic_messages":
+            try:
+                from litellm.llms.anthropic.pass_through.messages.handler import _native_messages_config
+
+                config = _native_messages_config(bare, provider, model_info)
+            except ImportError:  # older LiteLLM: the public lookup, without the pass-through opt-in
+                config = ProviderConfigManager.get_provider_anthropic_messages_config(
+                    model=bare, provider=litellm.LlmProviders(provider))
+            if config is not None:
+                return bool(config.should_strip_billing_metadata())
+        config = ProviderConfigManager.get_provider_chat_config(model=bare, provider=litellm.LlmProviders(provider))
+        strip = getattr(config, "should_strip_billing_metadata", None)
+        return bool(strip()) if callable(strip) else False
+    except Exception:
+        return False
+
+
 @lru_cache(maxsize=1024)
 def _accepts_prompt_cache_key(model: str, provider: str, call_type: str) -> bool:
     """LiteLLM forwards ``prompt_cache_key`` for this provider and route (never where it would drop or reject it)."""
@@ -98,7 +139,8 @@ def _call_type_name(call_type: Any) -> str:
     return str(getattr(call_type, "value", call_type) or "")
 
 
-def target_for(model: str, provider: str | None, model_info: Mapping[str, Any] | None, call_type: Any = None) -> Target:
+def target_for(model: str, provider: str | None, model_info: Mapping[str, Any] | None, *,
+               api_base: Any = None, call_type: Any = None) -> Target:
     import litellm
 
     provider = provider or _provider_of(model)
@@ -108,6 +150,8 @@ def target_for(model: str, provider: str | None, model_info: Mapping[str, Any] |
         model_info_mid_system=_declared_mid_system(model_info),
         cost_map_mid_system=_cost_map_mid_system(model, provider),
         system_messages_first=bool(getattr(litellm, "openai_system_messages_first", False)),
+        api_base=api_base if isinstance(api_base, str) else "",
+        strips_billing=litellm_strips_billing(call_type, model, provider, model_info) if provider else False,
         accepts_prompt_cache_key=_accepts_prompt_cache_key(model, provider, _call_type_name(call_type)),
         reads_cache_control=_reads_cache_control(model, provider),
     )
@@ -142,7 +186,7 @@ class PrefixStabilizer(CustomLogger):
         self.settings = settings if settings is not None else load_settings()
         self.core = Stabilizer(self.settings)
         self.affinity = SessionAffinity(self.core.store, self.core.stats, lambda: self.settings,
-                                        self.settings.session_ttl_seconds, report=self.core._jsonl)
+                                        self.settings.session_ttl_seconds, report=self.core.sinks.jsonl)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -158,7 +202,8 @@ class PrefixStabilizer(CustomLogger):
             params = deployment.get("litellm_params") or {}
             model_info = deployment.get("model_info") or None
             model = params.get("model") or group
-            target = target_for(model, params.get("custom_llm_provider"), model_info)
+            target = target_for(model, params.get("custom_llm_provider"), model_info,
+                                api_base=params.get("api_base"), call_type=call_type)
             api_key_hash = getattr(user_api_key_dict, "api_key", None)
             team_id = getattr(user_api_key_dict, "team_id", None)
         except Exception as exc:
@@ -181,7 +226,9 @@ class PrefixStabilizer(CustomLogger):
         try:
             model = kwargs.get("model") if isinstance(kwargs.get("model"), str) else ""
             model_info = kwargs.get("model_info") if isinstance(kwargs.get("model_info"), Mapping) else None
-            target = target_for(model, kwargs.get("custom_llm_provider"), model_info, call_type)
+            params = kwargs.get("litellm_params") if isinstance(kwargs.get("litellm_params"), Mapping) else {}
+            target = target_for(model, kwargs.get("custom_llm_provider"), model_info,
+                                api_base=kwargs.get("api_base") or params.get("api_base"), call_type=call_type)
         except Exception as exc:
             logger.warning("litellm-prefix: could not resolve the deployment (%s)", type(exc).__name__)
             model, model_info, target = "", None, Target()
@@ -199,7 +246,8 @@ class PrefixStabilizer(CustomLogger):
             return None
         try:
             return session_key(data, call_type, api_key_hash if isinstance(api_key_hash, str) else None,
-                               team_id if isinstance(team_id, str) else None)
+                               team_id if isinstance(team_id, str) else None, settings=self.settings,
+                               model_names=(str(data.get("model") or ""),))
         except Exception as exc:
             self.core.stats["errors"] += 1
             logger.warning("litellm-prefix: no session key for affinity (%s)", type(exc).__name__)
@@ -253,3 +301,10 @@ class PrefixStabilizer(CustomLogger):
             return self.core.response_headers(data.get("litellm_call_id")) or None
         except Exception:
             return None
+
+    async def async_log_success_event(self, kwargs: dict, response_obj: Any, start_time: Any, end_time: Any) -> None:
+        """Measured cache use of the call (proxy and SDK, streaming included), classified and logged."""
+        try:
+            self.core.completed(kwargs, response_obj)
+        except Exception:  # the success path never raises into LiteLLM
+            pass

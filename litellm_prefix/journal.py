@@ -11,7 +11,12 @@ versioned for compare-and-set. What it records:
   ``headPolicy: pin`` the state the model has been told about so far;
 - ``memory``: the frozen memory block and the entries reported removed or restored;
 - ``volatile``: each pinned volatile span's first value and the last value delivered;
+- ``learned``: learned volatile lines (``rules/volatile.py``): the candidate lines of the
+  last head seen (shape key, text hash; their texts are in the blob space), and each
+  learned line's pinned first value, last value seen, last value told and when;
 - ``dropped``: keys of dropped section-patch entries;
+- ``order``: the recorded head's section order (its hash, then each section's hash), so a
+  head that only reorders those sections is sent in the recorded order;
 - ``notes``: each injected note with its anchor: the body message after which it sits,
   by index and content hash. When an anchor is gone (the client compacted or truncated
   its history) the note and the state it carried are re-seeded: compaction rewrites the
@@ -30,14 +35,37 @@ from typing import Any
 VERSION = 1
 
 
+# Per-turn marker fields: where a client puts them says nothing about the content (Claude
+# Code moves its last ``cache_control`` mark to the newest message every turn). Identity,
+# anchors, head comparison and drift never see them; the request keeps them as sent.
+MARKER_FIELDS = frozenset({"cache_control"})
+
+
+def unmarked(value: Any) -> Any:
+    """``value`` without marker fields, at any depth; a ``content`` list that is one plain text
+    part reads as its string (Claude Code turns a marked string into exactly that list)."""
+    if isinstance(value, dict):
+        out = {k: unmarked(v) for k, v in value.items() if k not in MARKER_FIELDS}
+        content = out.get("content")
+        if isinstance(content, list) and len(content) == 1:
+            part = content[0]
+            if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str) \
+                    and len(part) == 2:
+                out["content"] = part["text"]
+        return out
+    if isinstance(value, (list, tuple)):
+        return [unmarked(v) for v in value]
+    return value
+
+
 def content_hash(value: Any) -> str:
-    """A short, stable hash of a message or text (JSON with sorted keys for objects)."""
+    """A short, stable hash of a message or text (JSON with sorted keys for objects, marks ignored)."""
     if isinstance(value, str):
         return _text_hash(value)
     else:
         if hasattr(value, "model_dump"):
             value = value.model_dump()
-        raw = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+        raw = json.dumps(unmarked(value), sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
     return hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()[:20]
 
 
@@ -81,6 +109,41 @@ class MemoryRecord:
 
 
 @dataclass(frozen=True)
+class LearnedLine:
+    """A head line learned as volatile: pinned to ``pinned``; ``told`` is what the model was last told."""
+
+    key: str  # hash of the line's shape (its digit and hex runs blanked)
+    pinned: str  # the first value: what the head shows for the whole session
+    seen: str  # the value in the last request
+    told: str  # the value the model knows (``pinned`` until a note is sent)
+    told_at: int | None = None  # when the last note was sent (seconds); None: never
+    nonce: bool = False  # its changes are nonces: pinned, never noted
+
+    def to_json(self) -> list[Any]:
+        return [self.key, self.pinned, self.seen, self.told, self.told_at, self.nonce]
+
+    @classmethod
+    def from_json(cls, raw: list[Any]) -> "LearnedLine":
+        told_at = None if raw[4] is None else int(raw[4])
+        return cls(str(raw[0]), str(raw[1]), str(raw[2]), str(raw[3]), told_at, bool(raw[5]))
+
+
+@dataclass(frozen=True)
+class LearnState:
+    head: str = ""  # hash of the last head compared
+    lines: str = ""  # that head's candidate lines: KEY(12 hex) + TEXT HASH(8 hex) each, in head order
+    learned: tuple[LearnedLine, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"head": self.head, "lines": self.lines, "learned": [line.to_json() for line in self.learned]}
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> "LearnState":
+        return cls(str(raw.get("head", "")), str(raw.get("lines", "")),
+                   tuple(LearnedLine.from_json(line) for line in raw.get("learned", ())))
+
+
+@dataclass(frozen=True)
 class Journal:
     head: HeadRecord | None = None
     pinned: tuple[tuple[str, str], ...] | None = None  # (section name, content hash)
@@ -90,6 +153,8 @@ class Journal:
     dropped: frozenset[str] = frozenset()
     notes: tuple[Note, ...] = ()
     requests: int = 0
+    learned: LearnState | None = None
+    order: tuple[str, ...] | None = None  # (head hash, section hash, ...) of the recorded head
 
     def replace(self, **changes: Any) -> "Journal":
         return dataclasses.replace(self, **changes)
@@ -128,6 +193,10 @@ class Journal:
             out["dropped"] = sorted(self.dropped)
         if self.notes:
             out["notes"] = [n.to_json() for n in self.notes]
+        if self.learned is not None:
+            out["learned"] = self.learned.to_json()
+        if self.order is not None:
+            out["order"] = list(self.order)
         return out
 
     @classmethod
@@ -151,6 +220,8 @@ class Journal:
             dropped=frozenset(raw.get("dropped", ())),
             notes=tuple(Note.from_json(n) for n in raw.get("notes", ())),
             requests=int(raw.get("n", 0)),
+            learned=LearnState.from_json(raw["learned"]) if "learned" in raw else None,
+            order=tuple(str(h) for h in raw["order"]) if "order" in raw else None,
         )
 
     def encoded(self) -> str:

@@ -10,6 +10,7 @@ from collections import ChainMap
 from .context import Context, Event
 from .drift import record_head
 from .journal import Journal
+from .rules.billing import set_aside_billing_block
 from .rules.head_pin import keep_pinned_head
 from .rules.hints import place_cache_breakpoints, set_prompt_cache_key
 from .rules.memory import snapshot_memory
@@ -17,6 +18,7 @@ from .rules.mid_system import place_mid_conversation_system
 from .rules.notes import place_notes, reseed
 from .rules.patches import drop_redundant_patches
 from .rules.paths import stabilize_install_paths
+from .rules.section_order import keep_section_order, record_section_order
 from .rules.tools import normalize_tool_order
 from .rules.volatile import pin_volatile_spans
 from .view import View
@@ -32,21 +34,25 @@ def stateless(rule):
 
 
 RULES = [
+    stateless(set_aside_billing_block),
     stateless(stabilize_install_paths),
     stateless(normalize_tool_order),
     reseed,
     pin_volatile_spans,
     snapshot_memory,
+    keep_section_order,
     drop_redundant_patches,
     keep_pinned_head,
     stateless(place_mid_conversation_system),
     place_notes,
+    record_section_order,
     record_head,
 ]
 
 # For a request this gateway already rewrote (same call id: the deployment hook after the
 # pre-call hook, a retry, a fallback): only the idempotent, history-free rules run again.
 STATELESS_RULES = [
+    stateless(set_aside_billing_block),
     stateless(stabilize_install_paths),
     stateless(normalize_tool_order),
     stateless(place_mid_conversation_system),

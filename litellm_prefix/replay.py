@@ -21,7 +21,7 @@ import hashlib
 import importlib.util
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -81,7 +81,15 @@ def load(path: str | Path) -> list[Turn]:
 # -- rendering ---------------------------------------------------------------------------
 
 
-def _text(content: Any) -> str:
+def _sorted_json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def _tool_json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _text(content: Any, dumps: Callable[[Any], str] = _sorted_json) -> str:
     if content is None:
         return ""
     if isinstance(content, str):
@@ -92,21 +100,21 @@ def _text(content: Any) -> str:
             if isinstance(part, Mapping) and isinstance(part.get("text"), str):
                 out.append(part["text"])
             else:
-                out.append(json.dumps(part, ensure_ascii=False, sort_keys=True))
+                out.append(dumps(part))
         return "".join(out)
-    return json.dumps(content, ensure_ascii=False, sort_keys=True)
+    return dumps(content)
 
 
-def messages_of(turn: Turn) -> list[tuple[str, str]]:
-    """(role, text) pairs as a chat template would see them, head first."""
+def messages_of(turn: Turn, dumps: Callable[[Any], str] = _sorted_json) -> list[tuple[str, str]]:
+    """(role, text) pairs as a chat template would see them, head first (``dumps``: JSON with sorted keys)."""
     request = turn.request
     out: list[tuple[str, str]] = []
     if turn.route == "messages":
         system = request.get("system")
         if system:
-            out.append(("system", _text(system)))
+            out.append(("system", _text(system, dumps)))
         for message in request.get("messages") or []:
-            out.append((message.get("role", "user"), _text(message.get("content"))))
+            out.append((message.get("role", "user"), _text(message.get("content"), dumps)))
     elif turn.route == "responses":
         if isinstance(request.get("instructions"), str):
             out.append(("system", request["instructions"]))
@@ -115,13 +123,13 @@ def messages_of(turn: Turn) -> list[tuple[str, str]]:
             out.append(("user", items))
         for item in items if isinstance(items, list) else []:
             role = item.get("role") or item.get("type", "item")
-            text = _text(item.get("content")) if "content" in item else json.dumps(item, ensure_ascii=False, sort_keys=True)
+            text = _text(item.get("content"), dumps) if "content" in item else dumps(item)
             out.append(("system" if role == "developer" else role, text))
     else:
         for message in request.get("messages") or []:
-            text = _text(message.get("content"))
+            text = _text(message.get("content"), dumps)
             if message.get("tool_calls"):
-                text += json.dumps(message["tool_calls"], ensure_ascii=False, sort_keys=True)
+                text += dumps(message["tool_calls"])
             role = message.get("role", "user")
             out.append(("system" if role == "developer" else role, text))
     return out
@@ -135,20 +143,33 @@ def hoists(target: Mapping[str, Any]) -> bool:
 
 def render(turn: Turn) -> str:
     """ChatML text of a request: tools in the first system turn; late system turns hoisted where the target does."""
-    pairs = messages_of(turn)
+    return "".join(text for _, text in render_parts(turn))
+
+
+def render_parts(turn: Turn, dumps: Callable[[Any], str] = _sorted_json,
+                 tool_dumps: Callable[[Any], str] = _tool_json) -> list[tuple[str, str]]:
+    """``render`` as labelled parts (``system``, ``tools``, ``messages[i]``, ``end``) whose texts join to it.
+
+    ``dumps``/``tool_dumps``: the JSON encoders (sorted keys / the tool's own key order); the
+    live measurement passes faster ones, which may space the JSON differently."""
+    pairs = messages_of(turn, dumps)
     if hoists(turn.target):
         head = [p for p in pairs if p[0] == "system"]
         pairs = ([("system", "\n\n".join(t for _, t in head))] if head else []) + [p for p in pairs if p[0] != "system"]
     tools = turn.request.get("tools")
-    tool_text = "\n".join(json.dumps(t, ensure_ascii=False) for t in tools) if tools else ""
-    out = []
-    for index, (role, text) in enumerate(pairs):
-        if index == 0 and tool_text:
-            text = f"{text}\n\n# Tools\n{tool_text}" if role == "system" else text
-        out.append(f"<|im_start|>{role}\n{text}<|im_end|>\n")
+    tool_text = "\n".join(tool_dumps(t) for t in tools) if tools else ""
+    out: list[tuple[str, str]] = []
     if tool_text and (not pairs or pairs[0][0] != "system"):
-        out.insert(0, f"<|im_start|>system\n# Tools\n{tool_text}<|im_end|>\n")
-    return "".join(out) + "<|im_start|>assistant\n"
+        out.append(("tools", f"<|im_start|>system\n# Tools\n{tool_text}<|im_end|>\n"))
+    for index, (role, text) in enumerate(pairs):
+        if index == 0 and tool_text and role == "system":
+            out.append(("system", f"<|im_start|>{role}\n{text}"))
+            out.append(("tools", f"\n\n# Tools\n{tool_text}<|im_end|>\n"))
+        else:
+            label = "system" if index == 0 and role == "system" else f"messages[{index}]"
+            out.append((label, f"<|im_start|>{role}\n{text}<|im_end|>\n"))
+    out.append(("end", "<|im_start|>assistant\n"))
+    return out
 
 
 # -- cache models ----------------------------------------------------------------------

@@ -1,4 +1,9 @@
-"""pi's sectioned head (pi >= 0.86) and its section-patch wire format. Pure functions.
+"""pi's sectioned head (pi >= 0.86), its section-patch wire format, and the head as sections.
+
+Parsing, hashing and every value derived from a head text are done once per distinct
+text (``KNOWN``, ``memo``, ``text_digest``): each request brings its 500 KB head as new
+strings, and a known head then costs one comparison instead of a pass per rule. Rules that
+change sections hand them on unjoined (``SectionedText``); the head is joined once.
 
 A head is an ordered set of sections: untagged ``preamble``, then ``tools, rules, docs,
 addendum, project_context, skills, cwd``, then extension sections, each wrapped
@@ -8,9 +13,13 @@ messages whose parts are ``Removed system prompt section "NAME".`` or
 """
 from __future__ import annotations
 
+import hashlib
 import re
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
+from typing import Any
 
 PI_SECTIONS = frozenset({"preamble", "tools", "rules", "docs", "addendum", "project_context", "skills", "cwd"})
 JOIN = "\n\n"
@@ -19,13 +28,180 @@ _REMOVED = re.compile(r'Removed system prompt section "(?P<name>[^"\n]+)"\.')
 _UPDATED = re.compile(r'Updated system prompt section "(?P<name>[^"\n]+)":\n\n')
 
 
-@lru_cache(maxsize=16)
+class _Entry:
+    __slots__ = ("text", "digest", "memo")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.digest: str | None = None
+        self.memo: dict | None = None
+
+
+class KnownTexts:
+    """Texts seen recently (head segments and their sections), each with its hash and derived values.
+
+    Every request brings its head as new string objects, so a cache keyed by the string
+    itself would hash (read) every byte of a 500 KB head again on every lookup. Here the
+    key is a sample (length, first and last 32 characters) and a hit is confirmed by
+    equality, a ``memcmp``: per request a known head costs one comparison instead of a
+    scan per rule, and a changed head costs a scan of its changed sections only.
+    Derived values are pure functions of the text, so a hit can never change a result.
+    Bounded by the texts' total characters, least recently used out first (a parse holds a
+    copy of its text in its sections: count about twice that in memory).
+    """
+
+    def __init__(self, max_chars: int = 32 << 20) -> None:
+        self._buckets: OrderedDict[Any, list[_Entry]] = OrderedDict()
+        self._chars = 0
+        self._max_chars = max_chars
+        self._lock = threading.Lock()
+
+    def entry(self, text: str) -> _Entry:
+        n = len(text)
+        key = (n, text[:32], text[-32:]) if n > 64 else text
+        with self._lock:
+            bucket = self._buckets.get(key)
+            if bucket is not None:
+                for entry in bucket:
+                    if entry.text is text or entry.text == text:
+                        self._buckets.move_to_end(key)
+                        return entry
+            else:
+                bucket = self._buckets[key] = []
+            entry = _Entry(text)
+            bucket.append(entry)
+            self._chars += n
+            while self._chars > self._max_chars and len(self._buckets) > 1:
+                _, evicted = self._buckets.popitem(last=False)
+                self._chars -= sum(len(e.text) for e in evicted)
+            return entry
+
+    def clear(self) -> None:
+        with self._lock:
+            self._buckets.clear()
+            self._chars = 0
+
+
+KNOWN = KnownTexts()
+
+
+def text_digest(text: str) -> str:
+    """``journal.content_hash`` of a text, computed once per distinct text while it is known."""
+    entry = KNOWN.entry(text)
+    if entry.digest is None:
+        entry.digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:20]
+    return entry.digest
+
+
+def memo(text: str, key: Any, compute: Callable[[str], Any]) -> Any:
+    """``compute(text)``, computed once per distinct text (``compute`` must be a pure function of it)."""
+    entry = KNOWN.entry(text)
+    if entry.memo is None:
+        entry.memo = {}
+    try:
+        return entry.memo[key]
+    except KeyError:
+        value = entry.memo[key] = compute(text)
+        return value
+
+
 def parse_head(text: str) -> tuple[tuple[str, str], ...] | None:
     """``((name, block), ...)`` with ``JOIN.join(blocks) == text``, or ``None`` when the text is not sectioned.
 
-    Scanned with ``str.find`` (a regex over a 500 KB head is too slow for every request);
-    cached, since several rules ask about the same head string in one request.
+    Parsed once per distinct text (``memo``): every rule asks about the same head, and a
+    rule that rewrites sections hands the new head's parse over (``known_sections``).
     """
+    return memo(text, "sections", _parse_head)
+
+
+def section_digests(text: str) -> tuple[str, ...]:
+    """``text_digest`` of each of the text's sections (of the text itself when unsectioned), in order;
+    one lookup for a known head."""
+    return memo(text, "digests", _section_digests)
+
+
+def _section_digests(text: str) -> tuple[str, ...]:
+    sections = parse_head(text)
+    return tuple(text_digest(block) for _, block in sections) if sections else (text_digest(text),)
+
+
+def known_sections(sections: tuple[tuple[str, str], ...]) -> str:
+    """The head text of ``sections`` (changed by a rule, structure kept), remembered as their parse."""
+    text = render_head(sections)
+    entry = KNOWN.entry(text)
+    if entry.memo is None:
+        entry.memo = {}
+    entry.memo.setdefault("sections", sections)
+    return text
+
+
+class SectionedText:
+    """A head segment as sections, joined into its text once, when first read.
+
+    Rules that rewrite sections (install paths, the tools list) hand these on, so the head
+    is copied once however many of them change it. ``memo`` holds values derived from it,
+    like a known text's: the same object comes back for the same input text, so a head seen
+    before is neither joined nor rewritten again."""
+
+    __slots__ = ("sections", "_text", "memo")
+
+    def __init__(self, sections: tuple[tuple[str, str], ...]) -> None:
+        self.sections = sections
+        self._text: str | None = None
+        self.memo: dict = {}
+
+    @property
+    def text(self) -> str:
+        if self._text is None:
+            self._text = known_sections(self.sections)
+        return self._text
+
+
+def sections_of(segment: Any) -> tuple[tuple[str, str], ...] | None:
+    """The sections of a head segment (a string or a ``SectionedText``), or ``None`` when unsectioned."""
+    return segment.sections if isinstance(segment, SectionedText) else parse_head(segment)
+
+
+def segment_memo(segment: Any, key: Any, compute: Callable[[Any], Any]) -> Any:
+    """``memo`` for a head segment, a string or a ``SectionedText``."""
+    return memo_of(segment).get(key, compute, segment)
+
+
+class _Memo:
+    """The derived values of one text: several lookups for the price of one (a long head that
+    arrives as a new string is compared with the known one once, not once per value)."""
+
+    __slots__ = ("values",)
+
+    def __init__(self, values: dict) -> None:
+        self.values = values
+
+    def get(self, key: Any, compute: Callable[[Any], Any], subject: Any) -> Any:
+        try:
+            return self.values[key]
+        except KeyError:
+            value = self.values[key] = compute(subject)
+            return value
+
+    def sections(self, subject: Any) -> tuple[tuple[str, str], ...] | None:
+        """``sections_of(subject)``, with this memo (``subject`` is the text it belongs to)."""
+        if isinstance(subject, SectionedText):
+            return subject.sections
+        return self.get("sections", _parse_head, subject)
+
+
+def memo_of(segment: Any) -> _Memo:
+    """The memo of a head segment (a string or a ``SectionedText``)."""
+    if isinstance(segment, SectionedText):
+        return _Memo(segment.memo)
+    entry = KNOWN.entry(segment)
+    if entry.memo is None:
+        entry.memo = {}
+    return _Memo(entry.memo)
+
+
+def _parse_head(text: str) -> tuple[tuple[str, str], ...] | None:
+    # Scanned with ``str.find`` (a regex over a 500 KB head is too slow).
     start = 0 if _OPEN.match(text, 0) else -1
     if start == -1:
         at = text.find("\n\n<")

@@ -48,6 +48,7 @@ class ModelOverrides(BaseModel):
     tool_order: Literal["sort", "keep"] | None = None
     path_check: Literal["exists", "absolute"] | None = None
     supports_mid_conversation_system: bool | None = None
+    keep_billing_header: bool | None = None
     prompt_cache_key: bool | None = None
     cache_breakpoints: bool | None = None
 
@@ -58,13 +59,55 @@ DEFAULT_NOTIFICATION_PATTERNS = [
     r"^\s*<extension-notification>",
 ]
 VOLATILE_PRESETS = {
-    # pi and many agents: a "Current date: ..." (or "Current date and time: ...") line.
-    "current-date": r"(?m)^Current date(?: and time)?: .+$",
-    # opencode: "Today's date: ..." line.
-    "todays-date": r"(?m)^Today's date: .+$",
-    # Claude Code: the gitStatus block, from its first line through the recent commits.
-    "git-status": r"(?ms)^gitStatus: .*?^Recent commits:\n(?:[^\n]+(?:\n|\Z))*",
+    # Each pattern was written from the agent's own source; a group named ``value`` (when
+    # present) is the span pinned, so indentation and bullets stay outside the value.
+    # Lines end at CR or LF, so CRLF heads pin the same text.
+    #
+    # pi: "Current date and time: Thursday, December 3, 2026 at 08:30:12\u202fAM UTC"
+    #   (@mariozechner/pi-coding-agent 0.52.5, dist/core/system-prompt.js: toLocaleString("en-US",
+    #   {weekday: "long", ..., second: "2-digit", timeZoneName: "short"})) and "Current date: 2026-12-03"
+    #   (@mariozechner/pi-coding-agent 0.58.3 and 0.73.1, same file). @earendil-works/pi-coding-agent
+    #   1.6.0 (sectioned head) writes no date. Also the generic "Current date:" line of other agents.
+    "current-date": r"(?m)^[ \t]*(?P<value>Current date(?: and time)?: [^\r\n]+)",
+    # Claude Code: "Today's date: 2026-12-03" inside <env> and, in its env_info_simple variant,
+    #   " - The current date is: 2026-12-03" (@anthropic-ai/claude-code 2.1.36, cli.js; 2.1.332 puts
+    #   the date in a user-message reminder instead, outside the head).
+    # opencode: "  Today's date: Thu Dec 03 2026", indented inside <env> (new Date().toDateString();
+    #   anomalyco/opencode packages/opencode/src/session/system.ts at 69cafb24).
+    "todays-date": r"(?m)^[ \t]*(?:- )?(?P<value>(?:Today's date|The current date is): [^\r\n]+)",
+    # Claude Code: the gitStatus system-context block, "gitStatus: This is the git status at the start
+    #   of the conversation. ..." through "Recent commits:" and its `git log --oneline -n 5` lines
+    #   (@anthropic-ai/claude-code 2.1.36 cli.js: parts joined by "\n" and "\n\n"; 2.1.332 native
+    #   binary: every part joined by "\n\n", an optional "Git user:" part).
+    "git-status": r"(?ms)^gitStatus: .*?^Recent commits:(?:\r?\n[0-9a-f]{4,64}(?: [^\r\n]*)?){0,5}",
 }
+
+# The same presets inside tool descriptions (the tools come first in the prompt, so a date
+# there moves everything after it). Pinned under the name "<preset>:tools".
+TOOL_VOLATILE_PRESETS = {
+    # Claude Code's WebSearch tool: "  - Today's date is 2026-12-03. You MUST use this year ..."
+    #   (@anthropic-ai/claude-code 2.1.36 cli.js) and "  - The current month is December 2026. ..."
+    #   (2.1.332). Its example line's year ("React documentation 2026") still moves once a year.
+    "todays-date": r"(?m)^[ \t]*- (?P<value>(?:Today's date is [0-9]{4}-[0-9]{2}-[0-9]{2}|"
+                   r"The current month is [A-Z][a-z]+ [0-9]{4}))\. You MUST use this year",
+}
+
+# Lines a learned rule never pins (regexes, searched in each head line): Claude Code's
+# attribution block must reach Anthropic's own API exactly as sent.
+DEFAULT_LEARNED_VOLATILE_EXCLUDE = [r"^x-anthropic-billing-header:"]
+
+
+# Agent profiles (litellm_prefix/profiles.py); "none" forces no profile.
+AGENT_PROFILES = ("claude-code", "codex", "opencode", "pi")
+
+
+class ProfilesSetting(BaseModel):
+    """``profiles``: detect the agent of each request (default), and/or force a profile per model glob."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    detect: bool = True
+    force: dict[str, Literal["claude-code", "codex", "opencode", "pi", "none"]] = Field(default_factory=dict)
 
 
 class VolatileRule(BaseModel):
@@ -112,12 +155,28 @@ class _Keys(BaseModel):
     volatile_presets: list[Literal["current-date", "todays-date", "git-status"]] = Field(default_factory=list)
     max_session_bytes: int = Field(default=256 * 1024, gt=1024)
     store_timeout_ms: int = Field(default=50, gt=0, le=10_000)
+    learned_volatile: bool = True
+    learned_volatile_max_lines: int = Field(default=16, gt=0, le=256)
+    learned_volatile_note_seconds: int = Field(default=3600, ge=0)
+    learned_volatile_exclude: list[str] = Field(default_factory=lambda: list(DEFAULT_LEARNED_VOLATILE_EXCLUDE))
+    profiles: ProfilesSetting | Literal["auto", "off"] = Field(default_factory=ProfilesSetting)
+    keep_billing_header: bool = False
+    metrics_port: int = Field(default=0, ge=0, le=65535)
     # Provider cache hints (rules/hints.py) and session affinity (affinity.py).
     prompt_cache_key: bool = True
     cache_breakpoints: bool = True
     session_affinity: Literal["router", "always", "off"] = "router"
 
-    @field_validator("notification_patterns")
+    @field_validator("profiles")
+    @classmethod
+    def _profiles_object(cls, value: Any) -> ProfilesSetting:
+        if value == "off":
+            return ProfilesSetting(detect=False)
+        if value == "auto":
+            return ProfilesSetting()
+        return value
+
+    @field_validator("notification_patterns", "learned_volatile_exclude")
     @classmethod
     def _patterns_compile(cls, value: list[str]) -> list[str]:
         for pattern in value:
@@ -170,6 +229,12 @@ ENV_VARS: dict[str, str] = {
     "volatile_presets": "LITELLM_PREFIX_VOLATILE_PRESETS",
     "max_session_bytes": "LITELLM_PREFIX_MAX_SESSION_BYTES",
     "store_timeout_ms": "LITELLM_PREFIX_STORE_TIMEOUT_MS",
+    "learned_volatile": "LITELLM_PREFIX_LEARNED_VOLATILE",
+    "learned_volatile_max_lines": "LITELLM_PREFIX_LEARNED_VOLATILE_MAX_LINES",
+    "learned_volatile_note_seconds": "LITELLM_PREFIX_LEARNED_VOLATILE_NOTE_SECONDS",
+    "profiles": "LITELLM_PREFIX_PROFILES",
+    "keep_billing_header": "LITELLM_PREFIX_KEEP_BILLING_HEADER",
+    "metrics_port": "LITELLM_PREFIX_METRICS_PORT",
     "prompt_cache_key": "LITELLM_PREFIX_PROMPT_CACHE_KEY",
     "cache_breakpoints": "LITELLM_PREFIX_CACHE_BREAKPOINTS",
     "session_affinity": "LITELLM_PREFIX_SESSION_AFFINITY",
@@ -334,6 +399,17 @@ class Settings(BaseSettings, _Keys):
         return _compiled_rules(tuple(rules))
 
     @property
+    def tool_volatile_rules(self) -> tuple[tuple[str, "re.Pattern[str]"], ...]:
+        """The presets turned on that also pin a span inside tool descriptions, compiled."""
+        rules = [(f"{name}:tools", TOOL_VOLATILE_PRESETS[name]) for name in self.volatile_presets
+                 if name in TOOL_VOLATILE_PRESETS]
+        return _compiled_rules(tuple(rules))
+
+    @property
+    def learned_volatile_exclude_res(self) -> tuple["re.Pattern[str]", ...]:
+        return tuple(pattern for _, pattern in _compiled_rules(tuple(("", p) for p in self.learned_volatile_exclude)))
+
+    @property
     def notification_res(self) -> tuple["re.Pattern[str]", ...]:
         return tuple(pattern for _, pattern in _compiled_rules(tuple(("", p) for p in self.notification_patterns)))
 
@@ -397,4 +473,6 @@ def display_value(settings: Settings, name: str) -> Any:
         return {k: v.model_dump(exclude_none=True, by_alias=True) for k, v in value.items()}
     if isinstance(value, tuple):
         return list(value)
+    if isinstance(value, BaseModel):
+        return value.model_dump()
     return value

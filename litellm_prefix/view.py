@@ -9,21 +9,75 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 
-@dataclass(frozen=True)
 class View:
-    shape: str  # "chat" | "anthropic" | "responses"
-    head: tuple[str, ...]
-    tools: tuple[Any, ...] | None
-    body: tuple[Any, ...]
-    # The text-part type this shape uses inside content lists ("text" or "input_text").
-    text_part: str = "text"
+    """An immutable request view: ``shape``, ``head`` (tuple of system text segments), ``tools``, ``body``.
+
+    A rule that rewrites sections of a head segment may hand over the segment as a
+    ``sections.SectionedText`` (``replace(segments=...)``) instead of a joined string: the
+    next rule that works on sections reads them without a parse, and ``head`` joins each
+    such segment once, when first read (so two section rules in a row copy a long head
+    once, not twice). ``head`` is always a tuple of strings for every reader.
+    """
+
+    __slots__ = ("shape", "tools", "body", "text_part", "head_aside", "head_dropped", "_head", "_segments")
+
+    def __init__(self, shape: str, head: tuple[str, ...] | None = None, tools: tuple[Any, ...] | None = None,
+                 body: tuple[Any, ...] = (), text_part: str = "text", *, segments: tuple[Any, ...] | None = None,
+                 head_aside: frozenset[int] = frozenset(), head_dropped: frozenset[int] = frozenset()):
+        # head_aside: client head segments taken out of ``head`` (by position among the client's
+        # segments), written back exactly as sent unless also in ``head_dropped`` (removed).
+        if head is None and segments is None:
+            head = ()
+        for name, value in (("shape", shape), ("tools", tools), ("body", body), ("text_part", text_part),
+                            ("head_aside", head_aside), ("head_dropped", head_dropped),
+                            ("_head", head), ("_segments", segments)):
+            object.__setattr__(self, name, value)
+
+    @property
+    def head(self) -> tuple[str, ...]:
+        head = self._head
+        if head is None:
+            head = tuple(segment if isinstance(segment, str) else segment.text for segment in self._segments)
+            object.__setattr__(self, "_head", head)
+        return head
+
+    @property
+    def segments(self) -> tuple[Any, ...]:
+        """The head's segments: strings, or ``SectionedText`` where a rule left sections unjoined."""
+        return self._segments if self._segments is not None else self.head
 
     def replace(self, **changes: Any) -> "View":
-        return dataclasses.replace(self, **changes)
+        fields = {"shape": self.shape, "tools": self.tools, "body": self.body, "text_part": self.text_part,
+                  "head_aside": self.head_aside, "head_dropped": self.head_dropped}
+        if "head" in changes:
+            fields["head"], fields["segments"] = changes.pop("head"), None
+        elif "segments" in changes:
+            fields["head"], fields["segments"] = None, changes.pop("segments")
+        else:
+            fields["head"], fields["segments"] = self._head, self._segments
+        unknown = set(changes) - {"shape", "tools", "body", "text_part", "head_aside", "head_dropped"}
+        if unknown:
+            raise TypeError(f"View has no field {sorted(unknown)[0]!r}")
+        fields.update(changes)
+        return View(**fields)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def _key(self) -> tuple[Any, ...]:
+        return (self.shape, self.head, self.tools, self.body, self.text_part, self.head_aside, self.head_dropped)
+
+    def __eq__(self, other: object) -> bool:
+        return self._key() == other._key() if isinstance(other, View) else NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # (tools and body hold dicts)
+
+    def __repr__(self) -> str:
+        return (f"View(shape={self.shape!r}, head={self.head!r}, tools={self.tools!r}, body={self.body!r}, "
+                f"text_part={self.text_part!r})")
 
 
 def field_of(item: Any, key: str) -> Any:
@@ -38,15 +92,17 @@ SYSTEM_ROLES = frozenset({"system", "developer"})
 
 def is_system_message(item: Any) -> bool:
     """A system or developer message (chat message or Responses ``message`` item)."""
-    return isinstance(item, Mapping) and item.get("role") in SYSTEM_ROLES and item.get("type", "message") == "message"
+    return (type(item) is dict or isinstance(item, Mapping)) and item.get("role") in SYSTEM_ROLES \
+        and item.get("type", "message") == "message"
 
 
 def tool_name(tool: Any) -> str:
     """The name of a tool in any shape: OpenAI ``function.name``, Anthropic/Responses ``name``."""
-    if not isinstance(tool, Mapping):
+    if type(tool) is not dict and not isinstance(tool, Mapping):  # (the ABC check is slow; most are dicts)
         return ""
     function = tool.get("function")
-    if isinstance(function, Mapping) and isinstance(function.get("name"), str):
+    if function is not None and (type(function) is dict or isinstance(function, Mapping)) \
+            and isinstance(function.get("name"), str):
         return function["name"]
     name = tool.get("name")
     if isinstance(name, str):

@@ -199,6 +199,10 @@ def test_sdk_router_keeps_sessions_on_balanced_deployments(monkeypatch):
     servers = [recording_upstream.serve("127.0.0.1", 0, None) for _ in range(2)]
     for server in servers:
         threading.Thread(target=server.serve_forever, daemon=True).start()
+    # The Router and the calls copy callbacks into LiteLLM's other lists: restore them all after.
+    for name in ("callbacks", "input_callback", "success_callback", "failure_callback",
+                 "_async_success_callback", "_async_failure_callback"):
+        monkeypatch.setattr(litellm, name, list(getattr(litellm, name)))
     try:
         callback = PrefixStabilizer(Settings(path_check="absolute", session_affinity="always"))
         monkeypatch.setattr(litellm, "callbacks", [callback])

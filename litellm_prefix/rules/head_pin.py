@@ -15,18 +15,16 @@ Tools are not part of the pin: tool changes always pass through.
 from __future__ import annotations
 
 from ..context import Context, Event
-from ..journal import Journal, Note, content_hash
-from ..sections import PI_SECTIONS, PatchEntry, parse_head, render_head, render_patch
+from ..journal import Journal, Note
+from ..sections import PI_SECTIONS, PatchEntry, known_sections, parse_head, render_patch, section_digests
 from ..view import View
 from .notes import tail_anchor
-from .patches import is_notification
+from .patches import run_is_notification
 
 
 def _last_run_is_notification(view: View, ctx: Context) -> bool:
-    for item in reversed(view.body):
-        if isinstance(item, dict) and item.get("role") == "user":
-            return is_notification(item, ctx)
-    return False
+    """Is the run this request continues (the run of its last message) a notification run?"""
+    return run_is_notification(view.body, -1, ctx)
 
 
 def _minus_extensions(current: tuple[tuple[str, str], ...], pinned: tuple[tuple[str, str], ...]) -> bool:
@@ -53,7 +51,7 @@ def keep_pinned_head(view: View, journal: Journal, ctx: Context) -> tuple[View, 
     sections = parse_head(view.head[0])
     if sections is None:
         return view, journal, []
-    hashes = tuple((name, content_hash(block)) for name, block in sections)
+    hashes = tuple((name, h) for (name, _), h in zip(sections, section_digests(view.head[0])))
     pinned = journal.pinned
     if pinned is None or hashes == pinned and journal.told in (None, pinned):
         if pinned is None:
@@ -64,7 +62,7 @@ def keep_pinned_head(view: View, journal: Journal, ctx: Context) -> tuple[View, 
     missing = [h for _, h in pinned if h not in texts and h not in ctx.texts]
 
     def pinned_head() -> tuple[str, ...]:
-        text = render_head([(name, texts.get(h) or ctx.texts[h]) for name, h in pinned])
+        text = known_sections(tuple((name, texts.get(h) or ctx.texts[h]) for name, h in pinned))
         return (text, *view.head[1:])
 
     if ctx.settings.head_policy == "pin":

@@ -12,18 +12,24 @@ entries. This rule tracks each section's text from the head through every patch,
   resumes and other replicas drop it too. The re-add that usually follows is then a
   no-op and is dropped as well: the flip never reaches the model.
 
+Which run a patch belongs to (``run_owners``): a patch directly before a user message
+(only system/developer messages in between) belongs to that message's run: pi sends the
+patch for a change the user made (``/todo off``) together with the typed prompt. Any
+other message belongs to the run of the last user message before it. A drop recorded for
+a patch that now leads a typed run is lifted: the user's own change reaches the model.
+
 Text changes, removals in typed runs, removals of pi's own sections and any other
 system message (e.g. "Context compacted.") pass through.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..context import Context, Event
 from ..journal import Journal, content_hash
 from ..sections import PI_SECTIONS, PatchEntry, parse_head, parse_patch, render_patch
-from ..view import View
+from ..view import View, field_of, is_system_message
 from .notes import DROPPED
 
 _MARK = "system prompt section"
@@ -47,7 +53,7 @@ def _with_text(item: Mapping[str, Any], text: str) -> dict[str, Any]:
 
 
 def _user_text(item: Any) -> str:
-    content = item.get("content")
+    content = field_of(item, "content")
     if isinstance(content, str):
         return content
     if isinstance(content, list):
@@ -62,15 +68,66 @@ def is_notification(item: Any, ctx: Context) -> bool:
     return any(pattern.search(text) for pattern in ctx.settings.notification_res)
 
 
-def run_flags(body: tuple[Any, ...], ctx: Context) -> list[bool]:
+def starts_run(item: Any) -> bool:
+    """A user message that starts a run: any user message except an Anthropic-style one that
+    only carries tool results (the agent's own turn, inside the run of the prompt before it)."""
+    if field_of(item, "role") != "user":
+        return False
+    content = field_of(item, "content")
+    if isinstance(content, list) and content and all(
+            isinstance(part, Mapping) and part.get("type") == "tool_result" for part in content):
+        return False
+    return True
+
+
+def run_owners(body: Sequence[Any]) -> list[int | None]:
+    """For each body message, the index of the user message whose run it belongs to.
+
+    A user message starts its own run. A system/developer message followed by a user
+    message with only system/developer messages in between belongs to that user
+    message's run (pi sends the patch for a change the user made with the prompt it
+    goes with, directly before it); every other message belongs to the run of the last
+    user message before it (``None`` before the first one).
+    """
+    owners: list[int | None] = []
+    last: int | None = None
+    for index, item in enumerate(body):
+        if starts_run(item):
+            last = index
+        owners.append(last)
+    following: int | None = None
+    for index in range(len(body) - 1, -1, -1):
+        item = body[index]
+        if starts_run(item):
+            following = index
+        elif is_system_message(item):
+            if following is not None:
+                owners[index] = following
+        else:
+            following = None
+    return owners
+
+
+def run_flags(body: Sequence[Any], ctx: Context) -> list[bool]:
     """For each body message: is it inside a run started by a notification (not a typed prompt)?"""
+    verdicts: dict[int, bool] = {}
     flags = []
-    current = False
-    for item in body:
-        if isinstance(item, Mapping) and item.get("role") == "user":
-            current = is_notification(item, ctx)
-        flags.append(current)
+    for owner in run_owners(body):
+        if owner is None:
+            flags.append(False)
+            continue
+        if owner not in verdicts:
+            verdicts[owner] = is_notification(body[owner], ctx)
+        flags.append(verdicts[owner])
     return flags
+
+
+def run_is_notification(body: Sequence[Any], index: int, ctx: Context) -> bool:
+    """Is body message ``index`` (negative counts from the end) inside a notification run?"""
+    if not body:
+        return False
+    owner = run_owners(body)[index]
+    return owner is not None and is_notification(body[owner], ctx)
 
 
 def _patch_entries(item: Any) -> list[PatchEntry] | None:
@@ -97,19 +154,27 @@ def drop_redundant_patches(view: View, journal: Journal, ctx: Context) -> tuple[
     if not patches:
         return view, journal, []
     state = head_state(view)
+    owners = run_owners(view.body)
     flags = run_flags(view.body, ctx)
     body = list(view.body)
     dropped = set(journal.dropped)
-    counts = {"noop": 0, "notification_removal": 0, "recorded": 0, "emptied": 0}
+    counts = {"noop": 0, "notification_removal": 0, "recorded": 0, "emptied": 0, "typed_again": 0}
     for index in sorted(patches):
         entries = patches[index]
         message_hash = content_hash(ctx.client_body[index]) if index < len(ctx.client_body) else ""
+        # A patch sent with a typed prompt (directly before it) is that prompt's change: the user's own.
+        # A drop recorded for it while it still looked like part of a notification run (the
+        # request ended at the patch, or an older gateway judged it so) no longer holds.
+        leads_typed = (owner := owners[index]) is not None and owner > index and not flags[index]
         kept: list[PatchEntry] = []
         for number, entry in enumerate(entries):
             key = f"{index}:{message_hash}:{number}"
             if key in journal.dropped:
-                counts["recorded"] += 1
-                continue
+                if not leads_typed:
+                    counts["recorded"] += 1
+                    continue
+                dropped.discard(key)
+                counts["typed_again"] += 1
             if (entry.action == "updated" and state.get(entry.name) == entry.block) or (
                 entry.action == "removed" and entry.name not in state
             ):
@@ -130,7 +195,7 @@ def drop_redundant_patches(view: View, journal: Journal, ctx: Context) -> tuple[
             else:
                 body[index] = DROPPED
                 counts["emptied"] += 1
-    if body == list(view.body):
-        return view, journal, []
     new_journal = journal.replace(dropped=frozenset(dropped)) if dropped != set(journal.dropped) else journal
+    if body == list(view.body):
+        return view, new_journal, ([Event("section_patches", counts)] if new_journal is not journal else [])
     return view.replace(body=tuple(body)), new_journal, [Event("section_patches", counts)]

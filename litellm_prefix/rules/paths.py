@@ -19,6 +19,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..context import Context, Event
+from ..drift import tools_json
+from ..sections import JOIN, SectionedText, memo, memo_of
 from ..view import View, is_system_message
 
 _BOUNDARY_CHARS = frozenset("\"'`(<[")
@@ -101,6 +103,57 @@ def rewrite_text(text: str, ctx: Context, found: dict[str, int]) -> str:
     return "".join(pieces)
 
 
+def rewrite_head_text(segment: Any, ctx: Context, found: dict[str, int]) -> Any:
+    """``rewrite_text`` of a head segment (a string or a ``SectionedText``), section by section:
+    only the sections that mention the suffix are searched and copied (which sections do is
+    remembered per section text). A sectioned result is handed on unjoined (``SectionedText``).
+
+    Same bytes as ``rewrite_text`` on the whole segment: a root mention holds no newline, so
+    it never crosses a section boundary, and a section's start and end are boundaries to it
+    just as the newlines around it are in the whole text."""
+    suffix = ctx.settings.package_path_suffix
+    if "\n" in suffix and isinstance(segment, SectionedText):
+        segment = segment.text
+    known = memo_of(segment)
+    sections = known.sections(segment) if "\n" not in suffix else None
+    # Candidate roots, section by section (each section's, and the segment's, remembered while known).
+    roots = known.get(("head roots", suffix), lambda seg: _head_roots(seg, sections, suffix), segment)
+    if not roots:
+        return segment
+    # The result depends on the text, the settings and, with pathCheck exists, on which roots
+    # exist: remembered under all three, so a head seen before costs no copy at all.
+    stable = ctx.settings.resolved_stable_path
+    check = ctx.settings.path_check == "exists"
+    key = ("rewritten", suffix, stable, check, tuple(ctx.path_exists(r) for r in roots) if check else ())
+    new_segment, counts = known.get(key, lambda seg: _rewrite_head_text(seg, sections, ctx), segment)
+    for root, count in counts:
+        found[root] = found.get(root, 0) + count
+    return new_segment
+
+
+def _head_roots(segment: Any, sections, suffix: str) -> tuple[str, ...]:
+    parts = [block for _, block in sections] if sections else [segment]
+    return tuple(sorted({root for part in parts for root in memo(part, ("roots", suffix), lambda t: _roots(t, suffix))}))
+
+
+def _roots(text: str, suffix: str) -> tuple[str, ...]:
+    return tuple({text[start:end]: None for start, end in find_roots(text, suffix)})
+
+
+def _rewrite_head_text(segment: Any, sections, ctx: Context) -> tuple[Any, tuple[tuple[str, int], ...]]:
+    found: dict[str, int] = {}
+    suffix = ctx.settings.package_path_suffix
+    if sections is None:
+        return rewrite_text(segment, ctx, found), tuple(found.items())
+    blocks = tuple((name, rewrite_text(block, ctx, found)) if memo(block, ("roots", suffix), lambda t: _roots(t, suffix))
+                   else (name, block) for name, block in sections)
+    if all(new is old for (_, new), (_, old) in zip(blocks, sections)):
+        return segment, tuple(found.items())
+    if any(c in ctx.settings.resolved_stable_path for c in "<>\n"):  # could touch section tags: parse again
+        return JOIN.join(block for _, block in blocks), tuple(found.items())
+    return SectionedText(blocks), tuple(found.items())
+
+
 def _rewrite_value(value: Any, ctx: Context, found: dict[str, int]) -> Any:
     if isinstance(value, str):
         new_text = rewrite_text(value, ctx, found)
@@ -123,12 +176,14 @@ def _may_mention(tools: tuple[Any, ...], ctx: Context) -> bool:
     suffix = ctx.settings.package_path_suffix
     if any(c in suffix for c in '"\\') or not suffix.isprintable():
         return True  # JSON would escape the suffix: walk to be sure
-    return any(suffix in ctx.tool_json(tool) for tool in tools)
+    if any(c in suffix for c in ",[]{}"):  # could span two tools in the list's JSON
+        return any(suffix in ctx.tool_json(tool) for tool in tools)
+    return suffix in tools_json(View("chat", (), tools, ()), ctx)
 
 
 def stabilize_install_paths(view: View, ctx: Context) -> tuple[View, list[Event]]:
     found: dict[str, int] = {}
-    head = tuple(rewrite_text(text, ctx, found) for text in view.head)
+    segments = tuple(rewrite_head_text(segment, ctx, found) for segment in view.segments)
     tools = view.tools
     if tools and _may_mention(tools, ctx):
         new_tools = tuple(_rewrite_value(tool, ctx, found) for tool in tools)
@@ -142,7 +197,9 @@ def stabilize_install_paths(view: View, ctx: Context) -> tuple[View, list[Event]
     if not found:
         return view, []
     events = [Event("install_path", {"root": root, "count": count}) for root, count in sorted(found.items())]
-    return view.replace(head=head, tools=tools, body=body), events
+    if all(new is old for new, old in zip(segments, view.segments)):
+        return view.replace(tools=tools, body=body), events
+    return view.replace(segments=segments, tools=tools, body=body), events
 
 
 def _rewrite_system_message(item: Any, ctx: Context, found: dict[str, int]) -> Any:

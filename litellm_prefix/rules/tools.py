@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..context import Context, Event
+from ..sections import SectionedText, memo, sections_of, segment_memo
 from ..view import View, tool_name
 
 _OPEN = "<tools>\n"
@@ -77,23 +78,67 @@ def sort_tools_section(text: str) -> str:
     Only the first such section: a head has one, and scanning a 500 KB head for a second
     would cost more than the whole rule.
     """
-    at = text.find(_OPEN)
-    while at != -1 and not (at == 0 or text[at - 1] == "\n"):
-        at = text.find(_OPEN, at + 1)
-    if at == -1:
+    region = _tools_region(text)
+    if not isinstance(region, tuple):
         return text
-    body_start = at + len(_OPEN)
-    close = text.find(_CLOSE, body_start - 1)
-    while close != -1 and not _closes_line(text, close + len(_CLOSE)):
-        close = text.find(_CLOSE, close + 1)
-    if close == -1:
-        return text
+    at, body_start, close = region
     body = text[body_start:close]
     sorted_body = "\n".join(_sort_entry_runs(body.split("\n")))
     if sorted_body == body:
         return text
     # One copy of the head (slicing and concatenating would copy it twice; at 500 KB that shows).
     return text.replace(text[at:close], text[at:body_start] + sorted_body, 1)
+
+
+def _tools_region(text: str) -> tuple[int, int, int] | str:
+    """(opener, body start, closer) of the first ``<tools>`` section, or why there is none:
+    ``"none"`` (no ``<tools>`` line) or ``"open"`` (a ``<tools>`` line that nothing closes)."""
+    at = text.find(_OPEN)
+    while at != -1 and not (at == 0 or text[at - 1] == "\n"):
+        at = text.find(_OPEN, at + 1)
+    if at == -1:
+        return "none"
+    body_start = at + len(_OPEN)
+    close = text.find(_CLOSE, body_start - 1)
+    while close != -1 and not _closes_line(text, close + len(_CLOSE)):
+        close = text.find(_CLOSE, close + 1)
+    if close == -1:
+        return "open"
+    return at, body_start, close
+
+
+def sort_tools_in_head(segment: Any) -> Any:
+    """``sort_tools_section`` of a head segment (a string or a ``SectionedText``), section by
+    section: the first section with a ``<tools>`` line is sorted on its own (remembered per
+    section text); the others are not read. A sectioned result is handed on unjoined.
+
+    Same bytes as on the whole segment: a section starts at a line start, so the first
+    ``<tools>`` line of the segment is the first one of the first section that has one; when
+    that section does not close it, the whole segment is sorted as before."""
+    return segment_memo(segment, "sorted head tools", _sort_tools_in_head) or segment
+
+
+def _sort_tools_in_head(segment: Any) -> Any:
+    sections = sections_of(segment)
+    if sections is None:
+        return memo(segment, "sorted tools", _sorted_or_none)
+    for index, (name, block) in enumerate(sections):
+        region = memo(block, "tools region", _tools_region)
+        if region == "none":
+            continue
+        if region == "open":
+            text = segment if isinstance(segment, str) else segment.text
+            return memo(text, "sorted tools", _sorted_or_none)
+        new_block = memo(block, "sorted tools", _sorted_or_none)
+        if new_block is None:
+            return None
+        return SectionedText((*sections[:index], (name, new_block), *sections[index + 1:]))
+    return None
+
+
+def _sorted_or_none(text: str) -> str | None:
+    new = sort_tools_section(text)
+    return None if new is text else new
 
 
 def _closes_line(text: str, end: int) -> bool:
@@ -104,11 +149,11 @@ def normalize_tool_order(view: View, ctx: Context) -> tuple[View, list[Event]]:
     if ctx.settings.tool_order != "sort":
         return view, []
     events: list[Event] = []
-    head = tuple(sort_tools_section(text) for text in view.head)
-    if head != view.head:
+    segments = tuple(sort_tools_in_head(segment) for segment in view.segments)
+    if any(new is not old for new, old in zip(segments, view.segments)):
         events.append(Event("tool_order", {"where": "tools section"}))
     else:
-        head = view.head
+        segments = None
     tools = view.tools
     if tools:
         new_tools = sort_tools(tools)
@@ -117,4 +162,6 @@ def normalize_tool_order(view: View, ctx: Context) -> tuple[View, list[Event]]:
             tools = new_tools
     if not events:
         return view, []
-    return view.replace(head=head, tools=tools), events
+    if segments is None:
+        return view.replace(tools=tools), events
+    return view.replace(segments=segments, tools=tools), events

@@ -1,43 +1,140 @@
-"""Volatile spans (opt-in): named regexes whose match in the head is pinned to its first value.
+"""Volatile spans: parts of the head that change without meaning anything new.
 
-A date line, a clock time or a git status block changes during a session and moves
-the head with it. Each configured span keeps its first value in the head for the whole
-session; when the real value changes, the new value is delivered once as a short note
-at the tail (like a memory correction) and replayed at the same place afterwards.
+A date line, a clock time, a git status block, a message counter or a per-request nonce
+changes during a session and moves the head with it, so nothing after it can be cached.
+Each volatile span keeps its first value in the head for the whole session; the model
+learns the current value from a short note at the tail (placed by ``notes.place_notes``,
+replayed at the same place on every later request, so turn N stays a prefix of turn N+1).
+Two sources, in order:
+
+1. **Named rules**: the presets a profile or the settings turn on (``volatilePresets``,
+   see ``settings.VOLATILE_PRESETS``) and the user's own (``volatile``). The first match
+   in the head is pinned; a group named ``value``, when the pattern has one, is the span
+   pinned. Every change of the value is sent as a note, on the request where it happens.
+   A preset with an entry in ``settings.TOOL_VOLATILE_PRESETS`` also pins its first match
+   inside the tool descriptions (Claude Code's WebSearch tool carries the date).
+2. **Learned lines** (``learnedVolatile``, on by default), for agents no preset knows. A
+   head line that, between two consecutive requests of the session, changes only inside
+   runs of digits (or a hex token of 5+ characters holding a digit, or a UUID) is
+   volatile: it is pinned to its first value. Notes:
+
+   - the line's first change always reaches the model at once, as a note, so a one-off
+     numeric edit ("Max file size: 100 KB" -> "200 KB") is never held back;
+   - after that, a line that keeps changing (a clock, a counter) is noted at most once
+     per ``learnedVolatileNoteSeconds`` (an hour by default), and always at once when a
+     calendar date in it changes;
+   - a line whose changes are nonces (hex tokens, no date in the line) is pinned and
+     never noted;
+   - when the client compacts its history and a line's notes go with it, the line stays
+     pinned (the head keeps its cache) and its current value is noted again at once.
+
+   A change to any other character (a word, punctuation, a sign) is genuine and passes
+   untouched. Only lines whose shape (the line with its runs blanked) is unique in the
+   head are learned, at most ``learnedVolatileMaxLines`` per session; lines matching
+   ``learnedVolatileExclude`` are never learned. Learning needs the previous request's
+   lines: the journal keeps, per candidate line (a line holding a digit), a hash of its
+   shape and of its text; the texts themselves go to the store's blob space, and only
+   the one that changed is fetched back (``need_texts``). The time comes from the shell
+   (``Context.now``) and each note's time is recorded in the journal, so replicas and
+   restarts make the same decisions.
 """
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import re
+from functools import lru_cache
+
 from ..context import Context, Event
-from ..journal import Journal, Note
+from ..journal import Journal, LearnedLine, LearnState, Note, content_hash
 from ..view import View
 from .notes import tail_anchor
+
+# A run that may change without meaning anything new: a UUID, a hex token of 5+ characters
+# holding a digit (one case), or a run of digits.
+_RUN = re.compile(
+    r"(?<![0-9A-Za-z])[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(?![0-9A-Za-z])"
+    r"|(?<![0-9A-Za-z])(?=[0-9a-f]*[0-9])[0-9a-f]{5,}(?![0-9A-Za-z])"
+    r"|(?<![0-9A-Za-z])(?=[0-9A-F]*[0-9])[0-9A-F]{5,}(?![0-9A-Za-z])"
+    r"|[0-9]+"
+)
+_has_digit = re.compile(r"[0-9]").search
+_HEX_LETTER = re.compile(r"[a-fA-F]")
+_MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\.?"
+# Calendar dates: ISO and slashed forms, day.month.year, and month names with a day and year.
+_DATE = re.compile(
+    r"(?<![0-9])[0-9]{4}[-/][0-9]{1,2}[-/][0-9]{1,2}(?![0-9])"
+    r"|(?<![0-9])[0-9]{1,2}[/.][0-9]{1,2}[/.][0-9]{4}(?![0-9])"
+    rf"|{_MONTH} [0-9]{{1,2}}(?:st|nd|rd|th)?,? [0-9]{{4}}"
+    rf"|(?<![0-9])[0-9]{{1,2}} {_MONTH},? [0-9]{{4}}"
+)
+MAX_TRACKED_LINES = 512  # candidate lines remembered per session (the first ones, in head order)
+MAX_LINE_CHARS = 1000  # longer lines are never learned
+_KEY = 12  # hex characters of a shape key in LearnState.lines
+_TEXT = 16  # hex characters of a text key (also its key in the store's blob space)
 
 
 def volatile_note(name: str, value: str) -> str:
     return f"Update ({name}): the system prompt shows the value from the start of this session. Current value:\n{value}"
 
 
+def learned_note(value: str) -> str:
+    return ("Update: a line of the system prompt still shows its value from the start of this session. "
+            f"Current value:\n{value}")
+
+
 def pin_volatile_spans(view: View, journal: Journal, ctx: Context) -> tuple[View, Journal, list[Event]]:
-    rules = ctx.settings.volatile_rules
-    if not rules:
-        return view, journal, []
-    head = list(view.head)
+    view, journal, events = _pin_named_spans(view, journal, ctx)
+    if ctx.settings.learned_volatile and view.head:
+        view, journal, learned = _pin_learned_lines(view, journal, ctx)
+        events += learned
+    return view, journal, events
+
+
+# -- 1. named rules -------------------------------------------------------------------
+
+
+def _span(match: re.Match) -> tuple[int, int]:
+    return match.span("value") if "value" in match.re.groupindex else match.span()
+
+
+def _pin_named_spans(view: View, journal: Journal, ctx: Context) -> tuple[View, Journal, list[Event]]:
     events: list[Event] = []
+    rules = ctx.settings.volatile_rules
+    if rules and view.head:
+        head, journal = _pin_in_texts(list(view.head), rules, journal, ctx, events)
+        if tuple(head) != view.head:
+            view = view.replace(head=tuple(head))
+    rules = ctx.settings.tool_volatile_rules
+    if rules and view.tools:
+        descriptions = [_description(tool) for tool in view.tools]
+        texts = [d if isinstance(d, str) else "" for d in descriptions]
+        pinned, journal = _pin_in_texts(list(texts), rules, journal, ctx, events)
+        if pinned != texts:
+            view = view.replace(tools=tuple(
+                tool if new == old else _with_description(tool, new)
+                for tool, old, new in zip(view.tools, texts, pinned)))
+    return view, journal, events
+
+
+def _pin_in_texts(texts: list[str], rules, journal: Journal, ctx: Context, events: list[Event]):
+    """Pin each rule's first match in ``texts`` (changed in place); note a changed value once."""
     for name, pattern in rules:
-        for index, segment in enumerate(head):
-            match = pattern.search(segment)
+        for index, text in enumerate(texts):
+            match = pattern.search(text)
             if match:
                 break
         else:
             continue
-        value = match.group(0)
+        start, end = _span(match)
+        value = text[start:end]
         recorded = journal.volatile_value(name)
         if recorded is None:
             journal = journal.with_volatile(name, value, value)
             continue
         pinned, last = recorded
         if value != pinned:
-            head[index] = segment[: match.start()] + pinned + segment[match.end():]
+            texts[index] = text[:start] + pinned + text[end:]
         if value != last:
             anchor = tail_anchor(ctx)
             if anchor is None:
@@ -45,6 +142,186 @@ def pin_volatile_spans(view: View, journal: Journal, ctx: Context) -> tuple[View
             journal = journal.with_volatile(name, pinned, value).with_note(
                 Note(anchor[0], anchor[1], f"volatile:{name}", volatile_note(name, value)))
             events.append(Event("volatile", {"name": name, "action": "note"}))
+    return texts, journal
+
+
+def _description(tool) -> str | None:
+    """A tool's description in any shape: OpenAI ``function.description``, Anthropic/Responses ``description``."""
+    if not isinstance(tool, dict):
+        return None
+    function = tool.get("function")
+    if isinstance(function, dict):
+        return function.get("description")
+    return tool.get("description")
+
+
+def _with_description(tool: dict, description: str) -> dict:
+    function = tool.get("function")
+    if isinstance(function, dict):
+        return {**tool, "function": {**function, "description": description}}
+    return {**tool, "description": description}
+
+
+# -- 2. learned lines -----------------------------------------------------------------
+
+
+def shape_of(line: str) -> str:
+    """The line with every run that may change meaninglessly blanked."""
+    return _RUN.sub("\x00", line)
+
+
+def _hex(text: str, size: int) -> str:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=size // 2).hexdigest()
+
+
+@lru_cache(maxsize=16384)
+def shape_key(line: str) -> str:
+    # Cached: a head's lines repeat from request to request, and the regex is the costly part.
+    return _hex(shape_of(line), _KEY)
+
+
+@lru_cache(maxsize=16384)
+def text_key(line: str) -> str:
+    return _hex(line, _TEXT)
+
+
+def dates_in(line: str) -> tuple[str, ...]:
+    return tuple(_DATE.findall(line))
+
+
+def is_nonce_change(old: str, new: str) -> bool:
+    """Only hex tokens changed (each changed run holds a letter) and no date is in the line."""
+    if dates_in(old) or dates_in(new):
+        return False
+    changed = [(a, b) for a, b in zip(_RUN.findall(old), _RUN.findall(new)) if a != b]
+    return bool(changed) and all(_HEX_LETTER.search(a) or _HEX_LETTER.search(b) for a, b in changed)
+
+
+def candidate_lines(head: tuple[str, ...]) -> dict[str, str]:
+    """Shape key -> text of each head line that holds a digit and whose shape is unique in the head, in order."""
+    found: dict[str, str] = {}
+    repeated: set[str] = set()
+    for segment in head:
+        for line in segment.split("\n"):  # measured: faster than one multi-line regex over the segment
+            if len(line) > MAX_LINE_CHARS or not _has_digit(line):
+                continue
+            key = shape_key(line)
+            if key in repeated:
+                continue
+            if key in found:
+                del found[key]
+                repeated.add(key)
+                continue
+            found[key] = line
+    return found
+
+
+def _parse_lines(encoded: str) -> dict[str, str]:
+    step = _KEY + _TEXT
+    return {encoded[i : i + _KEY]: encoded[i + _KEY : i + step] for i in range(0, len(encoded), step)}
+
+
+def _locate(head: list[str], line: str) -> tuple[int, int] | None:
+    """(segment, offset) of ``line`` as a whole line of the head, or None."""
+    for index, segment in enumerate(head):
+        at = segment.find(line)
+        while at != -1:
+            end = at + len(line)
+            if (at == 0 or segment[at - 1] == "\n") and (end == len(segment) or segment[end] == "\n"):
+                return index, at
+            at = segment.find(line, at + 1)
+    return None
+
+
+def _kind(key: str) -> str:
+    return f"learned:{key}"
+
+
+def _note_due(line: LearnedLine, value: str, now: float | None, interval: int) -> bool:
+    if line.told_at is None:
+        return True  # the first change always reaches the model at once
+    if dates_in(value) != dates_in(line.told):
+        return True
+    return now is not None and now - line.told_at >= interval
+
+
+def _pin_learned_lines(view: View, journal: Journal, ctx: Context) -> tuple[View, Journal, list[Event]]:
+    settings = ctx.settings
+    state = journal.learned or LearnState()
+    events: list[Event] = []
+    # A learned line whose notes are gone (the client compacted its history away) stays
+    # pinned, so the head keeps its cache; the model is told the current value again at once.
+    live = {note.kind for note in journal.notes}
+    learned: dict[str, LearnedLine] = {}
+    for line in state.learned:
+        if line.told_at is not None and _kind(line.key) not in live:
+            line = dataclasses.replace(line, told=line.pinned, told_at=None)
+            events.append(Event("volatile", {"name": "learned", "action": "reseed", "line": line.key}))
+        learned[line.key] = line
+    head_hash = content_hash("\x00".join(content_hash(segment) for segment in view.head))
+    texts: dict[str, str] = {}
+    if head_hash == state.head:
+        lines = state.lines
+        current = {key: line.seen for key, line in learned.items()}
+    else:
+        found = candidate_lines(view.head)
+        exclude = settings.learned_volatile_exclude_res
+        tracked = list(found.items())[:MAX_TRACKED_LINES]
+        keyed = [(key, line, text_key(line)) for key, line in tracked]
+        lines = "".join(key + tkey for key, _, tkey in keyed)
+        previous = _parse_lines(state.lines)
+        known = set(previous.values())
+        texts = {tkey: line for _, line, tkey in keyed if tkey not in known}
+        current = {key: found[key] for key in learned if key in found}
+        need: list[str] = []
+        for key, line, tkey in keyed:
+            old_key = previous.get(key)
+            if key in learned or old_key is None or old_key == tkey:
+                continue
+            if len(learned) >= settings.learned_volatile_max_lines:
+                break
+            if any(pattern.search(line) for pattern in exclude):
+                continue
+            old = ctx.texts.get(old_key)
+            if old is None:
+                if not ctx.texts_fetched:
+                    need.append(old_key)
+                    continue
+                old = line  # evicted from the store: pin the current value (the head moves this once)
+            elif shape_key(old) != key:
+                old = line  # a different line under the same key: never pin text that was not this line
+            learned[key] = LearnedLine(key, pinned=old, seen=old, told=old, nonce=is_nonce_change(old, line))
+            current[key] = line
+            events.append(Event("volatile", {"name": "learned", "action": "learn", "line": key,
+                                             "nonce": learned[key].nonce}))
+        if need:
+            return view, journal, [Event("need_texts", {"hashes": need})]
+
+    head = list(view.head)
+    anchor = tail_anchor(ctx)
+    for key, line in list(learned.items()):
+        value = current.get(key)
+        if value is None:
+            continue  # not in this head
+        if value != line.seen:
+            line = dataclasses.replace(line, seen=value, nonce=line.nonce and is_nonce_change(line.seen, value))
+        where = _locate(head, value)
+        if where is None:
+            continue  # not in this head (it was absent from the last one too)
+        if value != line.pinned:
+            index, at = where
+            head[index] = head[index][:at] + line.pinned + head[index][at + len(value):]
+        if (not line.nonce and value != line.told and anchor is not None
+                and _note_due(line, value, ctx.now, settings.learned_volatile_note_seconds)):
+            journal = journal.with_note(Note(anchor[0], anchor[1], _kind(key), learned_note(value.strip())))
+            line = dataclasses.replace(line, told=value, told_at=int(ctx.now or 0))
+            events.append(Event("volatile", {"name": "learned", "action": "note", "line": key}))
+        learned[key] = line
+    new_state = LearnState(head=head_hash, lines=lines, learned=tuple(learned.values()))
+    if new_state != state:
+        journal = journal.replace(learned=new_state)
+    if texts:
+        events.append(Event("texts", {"texts": texts}))
     if tuple(head) != view.head:
         view = view.replace(head=tuple(head))
     return view, journal, events

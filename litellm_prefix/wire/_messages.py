@@ -30,17 +30,57 @@ def content_texts(content: Any, part_types: frozenset[str]) -> list[str]:
     return []
 
 
+DROP = object()  # with_content_texts: the whole content was one dropped segment
+
+
+class HeadFeed:
+    """The view's head segments, fed back in the client's order: a segment the view set aside
+    is written back as sent (``take`` returns it), or removed (``take`` returns ``None``)."""
+
+    def __init__(self, view: Any) -> None:
+        self._texts = iter(view.head)
+        self._aside = view.head_aside
+        self._dropped = view.head_dropped
+        self._position = 0
+
+    def take(self, original: str) -> str | None:
+        position = self._position
+        self._position += 1
+        if position in self._aside:
+            return None if position in self._dropped else original
+        return next(self._texts)
+
+    def __iter__(self):
+        return self._texts
+
+    def __next__(self) -> str:
+        return next(self._texts)
+
+
+def _take(texts: Any, original: str) -> str | None:
+    take = getattr(texts, "take", None)
+    return take(original) if take is not None else next(texts)
+
+
 def with_content_texts(content: Any, texts: Iterator[str], part_types: frozenset[str]) -> Any:
-    """``content`` with its text segments taken from ``texts``; unchanged objects are kept."""
+    """``content`` with its text segments taken from ``texts``; unchanged objects are kept.
+
+    ``DROP`` when the content was a single string segment that ``texts`` removes.
+    """
     if isinstance(content, str):
-        new = next(texts)
+        new = _take(texts, content)
+        if new is None:
+            return DROP
         return content if new == content else new
     if isinstance(content, list):
         changed = False
         parts = []
         for part in content:
             if isinstance(part, Mapping) and part.get("type") in part_types and isinstance(part.get("text"), str):
-                new = next(texts)
+                new = _take(texts, part["text"])
+                if new is None:
+                    changed = True
+                    continue
                 if new != part["text"]:
                     part = {**part, "text": new}
                     changed = True
@@ -61,6 +101,8 @@ def rewrite_head(items: Sequence[Any], n: int, texts: Iterator[str], part_types:
     for item in items[:n]:
         content = item.get("content")
         new_content = with_content_texts(content, texts, part_types)
+        if new_content is DROP or (new_content is not content and new_content == []):
+            continue  # a head message whose only text was removed
         out.append(item if new_content is content else {**item, "content": new_content})
     return out
 

@@ -5,7 +5,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..view import View
-from ._messages import check_consumed, content_texts, read_tools, same_items, tools_update, with_content_texts
+from ._messages import DROP, HeadFeed, check_consumed, content_texts, read_tools, same_items, tools_update, with_content_texts
 
 name = "anthropic"
 PART_TYPES = frozenset({"text"})
@@ -29,11 +29,11 @@ def read(data: Mapping[str, Any]) -> View:
 def write(data: Mapping[str, Any], view: View) -> dict[str, Any]:
     updates = tools_update(data, view.tools)
     system = data.get("system")
-    texts = iter(view.head)
+    texts = HeadFeed(view)
     new_system = with_content_texts(system, texts, PART_TYPES)
     check_consumed(texts)
     if new_system is not system:
-        updates["system"] = new_system
+        updates["system"] = [] if new_system is DROP else new_system
     messages = data.get("messages") or []
     if not same_items(messages, view.body):
         updates["messages"] = list(view.body)

@@ -5,7 +5,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..view import View
-from ._messages import check_consumed, head_length, head_texts, read_tools, rewrite_head, same_items, tools_update
+from ._messages import HeadFeed, check_consumed, head_length, head_texts, read_tools, rewrite_head, same_items, tools_update
 
 name = "chat"
 PART_TYPES = frozenset({"text"})
@@ -30,7 +30,7 @@ def read(data: Mapping[str, Any]) -> View:
 def write(data: Mapping[str, Any], view: View) -> dict[str, Any]:
     messages = data.get("messages") or []
     n = head_length(messages)
-    texts = iter(view.head)
+    texts = HeadFeed(view)
     new_messages = rewrite_head(messages, n, texts, PART_TYPES) + list(view.body)
     check_consumed(texts)
     updates = tools_update(data, view.tools)

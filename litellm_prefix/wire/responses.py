@@ -5,7 +5,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..view import View
-from ._messages import check_consumed, head_length, head_texts, read_tools, rewrite_head, same_items, tools_update
+from ._messages import HeadFeed, check_consumed, head_length, head_texts, read_tools, rewrite_head, same_items, tools_update
 
 name = "responses"
 PART_TYPES = frozenset({"input_text", "text"})
@@ -30,11 +30,13 @@ def read(data: Mapping[str, Any]) -> View:
 
 def write(data: Mapping[str, Any], view: View) -> dict[str, Any]:
     updates = tools_update(data, view.tools)
-    texts = iter(view.head)
+    texts = HeadFeed(view)
     instructions = data.get("instructions")
     if isinstance(instructions, str):
-        new = next(texts)
-        if new != instructions:
+        new = texts.take(instructions)
+        if new is None:
+            updates["instructions"] = ""
+        elif new != instructions:
             updates["instructions"] = new
     if isinstance(data.get("input"), list):
         items = _items(data)

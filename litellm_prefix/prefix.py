@@ -1,0 +1,134 @@
+"""How much of a request an exact-prefix cache could reuse from the session's previous request.
+
+A request is rendered the way ``replay`` renders it (ChatML, tools in the first system
+turn, late system turns hoisted where the target hoists them; JSON by orjson here, for
+speed), so live measurements and offline replays count the same layout. What is kept per
+request is a ``Shape``, never the text: its length and, per part (``system``, ``tools``,
+``messages[i]``, ``end``), its length, an 8-byte digest and one 8-byte digest per 256-byte
+piece. Each byte is hashed once per request; piece digests are memoised by the part's
+digest, so a head that repeats request after request is cut into pieces once. (SHA-1,
+truncated: change detection, not security; it is the fastest hashlib digest on CPUs
+with SHA extensions.)
+
+Comparing the next request with a shape gives the shared prefix in bytes: exact when the
+previous request is a whole prefix of the new one (every part but the last equal, and
+the last one a prefix of the part in its place), else to within one piece, in the first
+part that differs.
+"""
+from __future__ import annotations
+
+import hashlib
+import threading
+from array import array
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from cachetools import LRUCache
+
+from .context import compact_json
+from .drift import first_difference
+from .replay import Turn, render_parts
+
+PIECE = 256
+PIECES_FROM = 2048  # shorter parts are compared whole (a difference inside one costs at most ~500 tokens)
+DIGEST = 8
+_KIND = {"system": "s", "tools": "t", "end": "e"}
+ROUTE_OF_WIRE = {"chat": "chat", "anthropic": "messages", "responses": "responses"}
+
+try:
+    import orjson
+
+    def _sorted_json(value: Any) -> str:
+        try:
+            return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+        except TypeError:
+            return compact_json(value)
+except ImportError:  # pragma: no cover - orjson comes with litellm[proxy]
+    import json
+
+    def _sorted_json(value: Any) -> str:
+        return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"), default=str)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A rendered request without its text: about 13 bytes per part, plus piece digests of long parts."""
+
+    length: int  # bytes of the rendered request
+    kinds: str  # one letter per part: s(ystem), t(ools), m(essage), e(nd: the generation prompt)
+    lengths: array  # bytes per part
+    digests: bytes  # DIGEST bytes per part
+    pieces: dict  # part index -> DIGEST bytes per full PIECE-byte piece (parts of at least PIECES_FROM bytes)
+
+    def label(self, index: int) -> str:
+        kind = self.kinds[index] if index < len(self.kinds) else "e"
+        if kind == "m":  # render_parts numbers messages by their place among the rendered turns
+            return f"messages[{sum(1 for k in self.kinds[:index] if k in 'sm')}]"
+        return {"s": "system", "t": "tools", "e": "end"}[kind]
+
+
+@dataclass(frozen=True)
+class Shared:
+    bytes: int  # bytes the request shares with the previous one
+    whole: bool  # the previous request is a prefix of this one
+    where: str  # the part holding the first differing byte ("" when whole)
+
+
+def _digest(data: bytes) -> bytes:
+    return hashlib.sha1(data, usedforsecurity=False).digest()[:DIGEST]
+
+
+_PIECES: LRUCache = LRUCache(maxsize=8 << 20, getsizeof=len)  # 8 MB of piece digests, by part digest
+_PIECES_LOCK = threading.Lock()
+
+
+def _pieces(digest: bytes, data: bytes) -> bytes:
+    with _PIECES_LOCK:
+        found = _PIECES.get(digest)
+    if found is None:
+        full = len(data) - len(data) % PIECE
+        found = b"".join(_digest(data[i : i + PIECE]) for i in range(0, full, PIECE))
+        with _PIECES_LOCK:
+            _PIECES[digest] = found
+    return found
+
+
+def render(data: Mapping[str, Any], wire_name: str, target: Mapping[str, Any] | None = None) -> list[tuple[str, bytes]]:
+    turn = Turn("", ROUTE_OF_WIRE.get(wire_name, "chat"), data, dict(target or {}))  # type: ignore[arg-type]
+    parts = render_parts(turn, dumps=_sorted_json, tool_dumps=compact_json)
+    return [(label, text.encode("utf-8", "surrogatepass")) for label, text in parts]
+
+
+def shape_of(parts: list[tuple[str, bytes]]) -> tuple[Shape, list[bytes]]:
+    """The shape of a rendered request, and its parts' bytes (for one comparison; not to be kept)."""
+    lengths = array("I", (len(data) for _, data in parts))
+    digests = [_digest(data) for _, data in parts]
+    pieces = {i: _pieces(digests[i], data) for i, (_, data) in enumerate(parts) if len(data) >= PIECES_FROM}
+    kinds = "".join(_KIND.get(label, "m") for label, _ in parts)
+    return Shape(sum(lengths), kinds, lengths, b"".join(digests), pieces), [data for _, data in parts]
+
+
+def compare(previous: Shape, current: Shape, texts: list[bytes]) -> Shared:
+    """What ``current`` (whose parts' bytes are ``texts``) shares with ``previous``."""
+    offset = 0
+    old_parts, new_parts = len(previous.lengths), len(current.lengths)
+    if previous.digests[: DIGEST * old_parts] == current.digests[: DIGEST * old_parts] and new_parts >= old_parts:
+        return Shared(previous.length, True, "")
+    # The previous request's generation prompt is where the model's own turn began: what the
+    # client sends next in its place (an assistant message, a Responses function_call item the
+    # rendering spells differently) continues the conversation, it does not change it.
+    kept = old_parts - 1 if previous.kinds.endswith("e") else old_parts
+    if new_parts > kept and previous.digests[: DIGEST * kept] == current.digests[: DIGEST * kept]:
+        return Shared(previous.length, True, "")
+    for i in range(min(old_parts, new_parts)):
+        old_length, new_length = previous.lengths[i], current.lengths[i]
+        old_digest = previous.digests[DIGEST * i : DIGEST * (i + 1)]
+        if old_digest == current.digests[DIGEST * i : DIGEST * (i + 1)]:
+            offset += old_length
+            continue
+        if i == old_parts - 1 and new_length >= old_length and _digest(texts[i][:old_length]) == old_digest:
+            return Shared(previous.length, True, "")  # e.g. the generation prompt, now the assistant's turn
+        equal = first_difference(previous.pieces.get(i, b""), current.pieces.get(i, b"")) // DIGEST
+        return Shared(offset + min(equal * PIECE, old_length, new_length), False, current.label(i))
+    return Shared(offset, False, "end")

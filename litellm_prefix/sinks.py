@@ -1,0 +1,331 @@
+"""Where the transform's events and the upstream's measurements go: the ``litellm_prefix``
+logger, the JSONL log (``LITELLM_PREFIX_LOG``), the proxy's response headers, Prometheus
+metrics, opt-in symlinks; and the measured cache use of every call with its class.
+
+Two moments per call:
+
+- ``transformed`` (request path, after the transform): log rewrites and drift, and keep
+  what the classifier will need under the call's ``litellm_call_id``: the session, the
+  request's ``Shape`` (digests and offsets, never text) and what it shares with the
+  session's previous request (``prefix.compare``).
+- ``completed`` (LiteLLM's success callback, streaming included): read the cached tokens
+  the upstream reported, classify the call (``classify.classify``), write one ``call``
+  record to the JSONL log (a drift's record carries the measured cost of the turn that
+  followed it) and count it in the metrics.
+
+Per session only the last call's shape, measured prompt tokens, end time and deployment
+id are kept, in a bounded in-process map (``maxSessions``, ``sessionTtlSeconds``).
+Nothing here may fail a call: every entry point catches, logs and counts.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from cachetools import TTLCache
+
+from . import classify, metrics, prefix
+from .context import Event, Target
+from .settings import Settings
+from .symlink import ensure_symlink
+
+logger = logging.getLogger("litellm_prefix")
+
+_BOOKKEEPING = frozenset({"texts", "need_texts", "drift", "head", "agent"})
+_SYSTEM_FIRST_PROVIDERS = frozenset({"openai", "azure"})
+
+
+@dataclass
+class Report:
+    """What one request produced, kept briefly for the proxy's response header."""
+
+    head: str
+    drift: dict[str, Any] | None = None
+    agent: str | None = None
+
+
+@dataclass
+class CallRecord:
+    """The last call of a session: what the next call is compared with."""
+
+    shape: prefix.Shape
+    turn: int = 1
+    tokens: int | None = None  # prompt tokens the upstream reported
+    end: float | None = None  # when it completed (time.time())
+    deployment: str = ""
+
+
+@dataclass
+class Pending:
+    session: str  # hashed session key (16 hex digits)
+    record: CallRecord
+    previous: CallRecord | None
+    shared: prefix.Shared | None
+    drift: dict[str, Any] | None
+    model_group: str
+    agent: str
+    provider: str
+    started: float
+
+
+def agent_of(events: list[Event]) -> str:
+    """The agent profile's name when a rule reported one (an ``agent`` event or an event's ``agent`` field)."""
+    for event in events:
+        data = event.data if isinstance(event.data, Mapping) else {}
+        if event.kind == "agent":
+            for key in ("name", "profile", "agent"):
+                if isinstance(data.get(key), str):
+                    return data[key]
+        if isinstance(data.get("agent"), str):
+            return data["agent"]
+    return ""
+
+
+@lru_cache(maxsize=1024)
+def _cost_map_min_tokens(model: str, provider: str) -> int | None:
+    try:
+        import litellm
+
+        info = litellm.get_model_info(model=model, custom_llm_provider=provider or None)
+    except Exception:
+        return None
+    value = info.get("prompt_cache_min_tokens") if isinstance(info, Mapping) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _usage_and_timings(kwargs: Mapping[str, Any], response: Any) -> tuple[Any, Any]:
+    slo = kwargs.get("standard_logging_object")
+    usage = None
+    if isinstance(slo, Mapping):
+        meta = slo.get("metadata")
+        if isinstance(meta, Mapping):
+            usage = meta.get("usage_object")
+    if not usage:
+        usage = response.get("usage") if isinstance(response, Mapping) else getattr(response, "usage", None)
+    timings = response.get("timings") if isinstance(response, Mapping) else getattr(response, "timings", None)
+    return usage, timings
+
+
+class Sinks:
+    def __init__(self, settings: Settings, stats: Any) -> None:
+        self.settings = settings
+        self.stats = stats
+        self.reports: TTLCache[str, Report] = TTLCache(maxsize=4096, ttl=600)
+        self.pending: TTLCache[str, Pending] = TTLCache(maxsize=16384, ttl=3600)
+        self.sessions: TTLCache[str, CallRecord] = TTLCache(maxsize=settings.max_sessions,
+                                                             ttl=settings.session_ttl_seconds)
+        self._linked: set[str] = set()
+        self._log_lock = threading.Lock()
+        self._lock = threading.Lock()
+        self.metrics = metrics.get()
+        port = getattr(settings, "metrics_port", 0)
+        if port:
+            metrics.serve(port)
+
+    # -- request path ------------------------------------------------------------------
+
+    def transformed(
+        self,
+        call_id: str | None,
+        key: str | None,
+        data: Mapping[str, Any],
+        wire_name: str,
+        events: list[Event],
+        drift: dict[str, Any] | None,
+        settings: Settings,
+        target: Target | None,
+        model_group: str = "",
+        seconds: float | None = None,
+        sessions_held: int | None = None,
+    ) -> None:
+        try:
+            session = key[:16] if key else None
+            agent = agent_of(events)
+            rules = [e for e in events if e.kind not in _BOOKKEEPING]
+            head = next((e.data["fingerprint"] for e in events if e.kind == "head"), None)
+            group = model_group or (target.model if target else "")
+            if call_id and head:
+                self.reports[call_id] = Report(head=head, agent=agent or None)
+            if any(e.kind == "billing_block" and e.data.get("action") == "removed" for e in events):
+                self.stats["billing_removed"] += 1
+            if rules and session:
+                logger.debug("litellm-prefix: session %s rules %s", session, [e.kind for e in rules])
+                self.jsonl({"event": "rewrite", "session": session, "agent": agent or None,
+                            "rules": [{"rule": e.kind, **e.data} for e in rules]})
+            if drift:
+                drift = {**drift, "session": session, "model": (target.model if target else ""), "agent": agent or None}
+                self.stats["drift"] += 1
+                logger.warning(
+                    "litellm-prefix: head changed in session %s: %s at char %d (~token %d), ~%d tokens to prefill "
+                    "again, %s -> %s",
+                    session, ",".join(drift["changed"]), drift["first_diff_char"], drift["first_diff_token_est"],
+                    drift["reprefill_tokens_est"], drift["before"], drift["after"],
+                )
+                self.jsonl(drift)
+                if call_id and call_id in self.reports:
+                    self.reports[call_id].drift = drift
+            if settings.create_symlink:
+                for event in events:
+                    if event.kind == "install_path":
+                        self._link(event.data["root"], settings)
+            if self.metrics is not None and key is not None:
+                self._count_request(group, agent, rules, drift, seconds, sessions_held)
+            if call_id and key:
+                self._remember(call_id, key, data, wire_name, drift, group, agent, target)
+        except Exception as exc:
+            self.stats["errors"] += 1
+            logger.warning("litellm-prefix: reporting failed (%s)", type(exc).__name__)
+
+    def _count_request(self, group, agent, rules, drift, seconds, sessions_held) -> None:
+        m = self.metrics
+        m.requests.labels(group, agent).inc()
+        for rule in sorted({e.kind for e in rules}):
+            m.rewrites.labels(rule, group, agent).inc()
+        if drift:
+            m.drift.labels(metrics.part_label(str(drift.get("first_diff_in", ""))), group, agent).inc()
+        if seconds is not None:
+            m.transform_seconds.observe(seconds)
+        if sessions_held is not None:
+            m.sessions.set(sessions_held)
+
+    def _remember(self, call_id, key, data, wire_name, drift, group, agent, target) -> None:
+        """Keep this request's shape and what it shares with the session's previous request."""
+        # LiteLLM hoists late system messages for Gemini/Vertex, and with openai_system_messages_first only
+        # for OpenAI and Azure deployments (constants.OPENAI_SYSTEM_MESSAGES_FIRST_PROVIDERS).
+        hoisting = {"provider": target.provider,
+                    "system_messages_first": target.system_messages_first and target.provider in _SYSTEM_FIRST_PROVIDERS
+                    } if target else {}
+        shape, texts = prefix.shape_of(prefix.render(data, wire_name, hoisting))
+        with self._lock:
+            previous = self.sessions.get(key)
+            record = CallRecord(shape=shape, turn=(previous.turn + 1) if previous else 1)
+            self.sessions[key] = record
+        shared = prefix.compare(previous.shape, shape, texts) if previous else None
+        self.pending[call_id] = Pending(session=key[:16], record=record, previous=previous, shared=shared,
+                                        drift=drift, model_group=group, agent=agent,
+                                        provider=target.provider if target else "", started=time.time())
+
+    # -- success callback --------------------------------------------------------------
+
+    def completed(self, kwargs: Mapping[str, Any], response: Any) -> dict[str, Any] | None:
+        """Classify a finished call; returns the JSONL record written (None when the call was not ours)."""
+        try:
+            slo = kwargs.get("standard_logging_object")
+            slo = slo if isinstance(slo, Mapping) else {}
+            call_id = kwargs.get("litellm_call_id") or slo.get("litellm_call_id")
+            pending = self.pending.pop(call_id, None) if isinstance(call_id, str) else None
+            if pending is None:
+                return None
+            return self._classify(pending, kwargs, slo, response)
+        except Exception as exc:
+            self.stats["errors"] += 1
+            logger.warning("litellm-prefix: measuring the call failed (%s)", type(exc).__name__)
+            return None
+
+    def _classify(self, pending: Pending, kwargs, slo, response) -> dict[str, Any]:
+        usage, timings = _usage_and_timings(kwargs, response)
+        measured = classify.measure(usage, timings) or classify.Measured(prompt=0, cached=None)
+        deployment = str(slo.get("model_id") or "")
+        provider = str(slo.get("custom_llm_provider") or kwargs.get("custom_llm_provider") or pending.provider or "")
+        model = str(slo.get("model") or kwargs.get("model") or "")
+        api_base = str(slo.get("api_base") or "")
+        pol = classify.policy(provider, model, api_base, _cost_map_min_tokens(model, provider))
+        now = time.time()
+        record, previous, shared = pending.record, pending.previous, pending.shared
+        record.tokens, record.end, record.deployment = measured.prompt, now, deployment
+        expected = classify.Expected(first=True, deployment=deployment)
+        if previous is not None and shared is not None:
+            size = max(1, record.shape.length)
+            # Bytes to tokens at this request's own ratio, unless the upstream measured the exact count.
+            previous_tokens = previous.tokens if previous.tokens is not None else round(
+                previous.shape.length * measured.prompt / size)
+            reusable = previous_tokens if shared.whole else round(shared.bytes * measured.prompt / size)
+            where = ""
+            if not shared.whole:
+                where = str(pending.drift.get("first_diff_in")) if pending.drift else shared.where
+            expected = classify.Expected(
+                reusable=min(reusable, measured.prompt), previous=previous_tokens, drift=not shared.whole,
+                where=where, idle=(pending.started - previous.end) if previous.end else None,
+                deployment=deployment, previous_deployment=previous.deployment)
+        verdict = classify.classify(measured, expected, pol)
+        cached = measured.cached or 0
+        out: dict[str, Any] = {
+            "event": "call", "session": pending.session, "turn": record.turn, "model": pending.model_group or model,
+            "class": verdict.cls, "prompt_tokens": measured.prompt, "cached_tokens": cached,
+            "reprocessed_tokens": max(0, measured.prompt - cached), "expected_tokens": expected.reusable,
+            "tokens_lost": verdict.tokens_lost, "deployment": deployment,
+        }
+        if measured.cached is None:
+            out["cache_reported"] = False
+        if measured.written:
+            out["cache_write_tokens"] = measured.written
+        if pending.agent:
+            out["agent"] = pending.agent
+        if previous is not None:
+            out["previous_deployment"] = previous.deployment
+            if expected.idle is not None:
+                out["idle_s"] = round(expected.idle, 3)
+        if verdict.cls == "client_drift":
+            out["where"] = expected.where
+        if verdict.reason:
+            out["reason"] = verdict.reason
+        if pending.drift:  # the drift event's measured cost: the turn that followed it
+            d = pending.drift
+            out["drift"] = {k: d[k] for k in ("changed", "first_diff_in", "before", "after", "reprefill_tokens_est")
+                            if k in d}
+        if verdict.cls not in ("first", "hit"):
+            logger.info("litellm-prefix: session %s turn %d %s: %d of %d prompt tokens cached, ~%d lost%s",
+                        pending.session, record.turn, verdict.cls, cached, measured.prompt, verdict.tokens_lost,
+                        f" ({expected.where})" if verdict.cls == "client_drift" else
+                        f" ({verdict.reason})" if verdict.reason else "")
+        self.jsonl(out)
+        if self.metrics is not None:
+            m, labels = self.metrics, (pending.model_group or model, verdict.cls, pending.agent)
+            m.calls.labels(*labels).inc()
+            m.prompt_tokens.labels(*labels).inc(measured.prompt)
+            m.cached_tokens.labels(*labels).inc(cached)
+            if verdict.tokens_lost:
+                m.lost_tokens.labels(*labels).inc(verdict.tokens_lost)
+        return out
+
+    # -- symlinks, JSONL, headers ------------------------------------------------------
+
+    def _link(self, root: str, settings: Settings) -> None:
+        if root in self._linked:
+            return
+        outcome = ensure_symlink(settings.resolved_stable_path, root)
+        self._linked.add(root)
+        record = {"event": "symlink", "stable_path": settings.resolved_stable_path, "target": root, "outcome": outcome}
+        (logger.warning if outcome.startswith(("failed", "skipped")) else logger.info)(
+            "litellm-prefix: symlink %s -> %s: %s", record["stable_path"], root, outcome
+        )
+        self.jsonl(record)
+
+    def jsonl(self, record: Mapping[str, Any]) -> None:
+        path = self.settings.log
+        if not path:
+            return
+        line = json.dumps(record, ensure_ascii=False, sort_keys=True, default=str)
+        with self._log_lock, open(path, "a", encoding="utf-8") as fh:
+            fh.write(line + "\n")
+
+    def response_headers(self, call_id: str | None) -> dict[str, str]:
+        report = self.reports.get(call_id) if call_id else None
+        if report is None or not self.settings.drift_header:
+            return {}
+        headers = {"x-litellm-prefix-head": report.head}
+        if report.agent:
+            headers["x-litellm-prefix-agent"] = report.agent
+        if report.drift:
+            d = report.drift
+            headers["x-litellm-prefix-drift"] = (
+                f"changed={','.join(d['changed'])}; first_diff_char={d['first_diff_char']}; "
+                f"reprefill_tokens_est={d['reprefill_tokens_est']}; before={d['before']}; after={d['after']}"
+            )
+        return headers

@@ -1,0 +1,31 @@
+"""The per-agent bench (bench/agents.py) on the bundled sessions: agents found from their headers
+alone, nothing lost, and every row within 1.02x of a perfectly stable client with no setting changed."""
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("bench_agents", ROOT / "bench" / "agents.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_agents"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("agent, detected", [
+    ("claude-code", "claude-code"), ("opencode", "opencode"), ("codex", "codex"), ("unknown", "none")])
+def test_each_agent_row_at_zero_configuration(bench, agent, detected):
+    row = bench.measure(agent)
+    assert row["detected"] == {detected: row["requests"]}
+    assert row["lost"] == []
+    assert row["plugin_vs_stable"] <= bench.TARGET_RATIO, row
+    if agent != "codex":  # Codex keeps its head stable by itself
+        assert row["no_plugin_vs_stable"] > 1.5, row

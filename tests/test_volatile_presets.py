@@ -1,0 +1,318 @@
+"""Volatile presets against the agents' real formats, each fixture rebuilt from the agent's own code.
+
+Sources (file and version each template below was copied from):
+- pi: ``@mariozechner/pi-coding-agent`` 0.52.5 ``dist/core/system-prompt.js`` ("Current date and
+  time: " + ``toLocaleString("en-US", {weekday: "long", ..., second: "2-digit", timeZoneName:
+  "short"})``, then "Current working directory: "); 0.58.3 and 0.73.1, same file ("Current date:
+  YYYY-MM-DD").
+- Claude Code: ``@anthropic-ai/claude-code`` 2.1.36 ``cli.js`` (the ``<env>`` block with
+  "Today's date: YYYY-MM-DD", the env_info_simple " - The current date is: " list, the
+  gitStatus system context); 2.1.332 (native build: the gitStatus parts joined by blank lines).
+- opencode: anomalyco/opencode ``packages/opencode/src/session/system.ts`` at 69cafb24 (the
+  indented ``<env>`` lines, "  Today's date: " + ``new Date().toDateString()``).
+- Codex: openai/codex ``codex-rs/core/src/environment_context.rs`` at 0728f6de (the
+  ``<environment_context>`` user input item with ``<current_date>``).
+
+Every session asserts each turn's exact output: the head as first sent, and every note at
+the place it was first sent, on that turn and every later one.
+"""
+from __future__ import annotations
+
+import copy
+import re
+
+import pytest
+
+from litellm_prefix.context import Target
+from litellm_prefix.core import Stabilizer
+from litellm_prefix.rules.mid_system import SYSTEM_UPDATE_NOTE
+from litellm_prefix.rules.volatile import volatile_note
+from litellm_prefix.settings import VOLATILE_PRESETS, Settings
+
+ALL_PRESETS = ["current-date", "todays-date", "git-status"]
+OPENAI = Target(provider="openai")
+
+
+def _stabilizer(**kwargs) -> Stabilizer:
+    kwargs.setdefault("path_check", "absolute")
+    kwargs.setdefault("volatile_presets", ALL_PRESETS)
+    st = Stabilizer(Settings(**kwargs))
+    st.clock = lambda: 1_796_300_000.0
+    return st
+
+
+# -- the agents' formats ----------------------------------------------------------------
+
+def pi_0_52(date_time: str, cwd: str = "/home/dev/shop") -> str:
+    return ("You are an expert coding assistant operating inside pi, a coding agent harness. You help users by "
+            "reading files, executing commands, editing code, and writing new files.\n\nAvailable tools:\n"
+            "- read: Read file contents\n- bash: Execute bash commands (ls, grep, find, etc.)\n\n"
+            "Guidelines:\n- Be concise in your responses\n- Show file paths clearly when working with files"
+            f"\nCurrent date and time: {date_time}\nCurrent working directory: {cwd}")
+
+
+def pi_0_58(date: str) -> str:
+    return ("You are an expert coding assistant operating inside pi, a coding agent harness.\n\n"
+            "Guidelines:\n- Be concise in your responses\n"
+            f"\nCurrent date: {date}\nCurrent working directory: /home/dev/shop")
+
+
+def claude_env(date: str, *, git: str = "Yes") -> str:
+    return ("Here is useful information about the environment you are running in:\n<env>\n"
+            f"Working directory: /home/dev/shop\nIs directory a git repo: {git}\nPlatform: linux\n"
+            f"OS Version: Linux 6.8.0-48-generic\nToday's date: {date}\n</env>\n"
+            "You are powered by the model named Sonnet 4.5. The exact model ID is claude-sonnet-4-5-20250929.\n\n"
+            "Assistant knowledge cutoff is January 2025.")
+
+
+def claude_env_simple(date: str) -> str:
+    return ("# Environment\nYou have been invoked in the following environment: \n"
+            " - Primary working directory: /home/dev/shop\n  - Is a git repository: true\n - Platform: linux\n"
+            f" - OS Version: Linux 6.8.0-48-generic\n - The current date is: {date}\n"
+            " - You are powered by the model named Sonnet 4.5. The exact model ID is claude-sonnet-4-5-20250929.")
+
+
+def claude_git_2_1_36(branch: str, status: str, commits: list[str]) -> str:
+    return ("gitStatus: This is the git status at the start of the conversation. Note that this status is a "
+            f"snapshot in time, and will not update during the conversation.\nCurrent branch: {branch}\n\n"
+            "Main branch (you will usually use this for PRs): main\n\n"
+            f"Status:\n{status or '(clean)'}\n\nRecent commits:\n" + "\n".join(commits))
+
+
+def claude_git_2_1_332(branch: str, status: str, commits: list[str]) -> str:
+    return "\n\n".join([
+        "gitStatus: This is the git status at the start of the conversation. Note that this status is a snapshot "
+        "in time, and will not update during the conversation.",
+        f"Current branch: {branch}", "Main branch (you will usually use this for PRs): main", "Git user: Dev One",
+        f"Status:\n{status or '(clean)'}", "Recent commits:\n" + "\n".join(commits)])
+
+
+def opencode_env(date: str) -> str:
+    return ("You are powered by the model named qwen3-coder. The exact model ID is vllm/qwen3-coder\n"
+            "Here is some useful information about the environment you are running in:\n<env>\n"
+            "  Working directory: /home/dev/shop\n  Workspace root folder: /home/dev/shop\n"
+            f"  Is directory a git repo: yes\n  Platform: linux\n  Today's date: {date}\n</env>")
+
+
+def codex_environment_context(date: str) -> dict:
+    text = (f"<environment_context>\n  <cwd>/home/dev/shop</cwd>\n  <shell>bash</shell>\n"
+            f"  <current_date>{date}</current_date>\n  <timezone>Europe/Berlin</timezone>\n</environment_context>")
+    return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+
+
+STATIC = "You are a careful coding agent. Follow the repository's conventions and keep changes small.\n\n"
+
+
+def crlf(text: str) -> str:
+    return text.replace("\n", "\r\n")
+
+
+# -- a chat session ---------------------------------------------------------------------
+
+def run_chat(st: Stabilizer, heads: list[str], session: str, target: Target = OPENAI) -> list[list[dict]]:
+    body: list[dict] = []
+    outputs = []
+    for turn, head in enumerate(heads):
+        body.append({"role": "user", "content": f"step {turn}: go on"})
+        data = {"model": "m", "messages": [{"role": "system", "content": head}, *copy.deepcopy(body)],
+                "litellm_session_id": session}
+        outputs.append(st.stabilize_sync(data, target=target)["messages"])
+        body.append({"role": "assistant", "content": f"done {turn}"})
+    return outputs
+
+
+def expected_chat(head: str, turns: int, notes: dict[int, str]) -> list[list[dict]]:
+    """Each turn: the first head, the client's messages, each note after the user message of its turn."""
+    out, body = [], []
+    for turn in range(turns):
+        body.append({"role": "user", "content": f"step {turn}: go on"})
+        if turn in notes:
+            body.append({"role": "system", "content": notes[turn]})
+        out.append([{"role": "system", "content": head}, *copy.deepcopy(body)])
+        body.append({"role": "assistant", "content": f"done {turn}"})
+    return out
+
+
+CASES = {
+    # name: (head on days 1 and 2, preset, the new value the note carries)
+    "pi-0.52-date-and-time": (
+        pi_0_52("Thursday, December 3, 2026 at 11:59:58\u202fPM UTC"),
+        pi_0_52("Friday, December 4, 2026 at 12:00:03\u202fAM UTC"),
+        "current-date", "Current date and time: Friday, December 4, 2026 at 12:00:03\u202fAM UTC"),
+    "pi-0.58-date": (pi_0_58("2026-12-03"), pi_0_58("2026-12-04"), "current-date", "Current date: 2026-12-04"),
+    "claude-code-env": (STATIC + claude_env("2026-12-03"), STATIC + claude_env("2026-12-04"),
+                        "todays-date", "Today's date: 2026-12-04"),
+    "claude-code-env-simple": (STATIC + claude_env_simple("2026-12-03"), STATIC + claude_env_simple("2026-12-04"),
+                               "todays-date", "The current date is: 2026-12-04"),
+    "opencode-env": (opencode_env("Thu Dec 03 2026"), opencode_env("Fri Dec 04 2026"),
+                     "todays-date", "Today's date: Fri Dec 04 2026"),
+}
+
+
+@pytest.mark.parametrize("line_end", ["\n", "\r\n"])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_date_rollover_is_pinned_and_noted_on_that_turn_and_every_later_one(case, line_end):
+    day1, day2, preset, value = CASES[case]
+    if line_end == "\r\n":
+        day1, day2 = crlf(day1), crlf(day2)
+    st = _stabilizer()
+    heads = [day1] * 4 + [day2] * 6  # the agent restarts after midnight on turn 4 and re-renders its prompt
+    outputs = run_chat(st, heads, f"rollover-{case}-{len(line_end)}")
+    assert outputs == expected_chat(day1, len(heads), {4: volatile_note(preset, value)})
+    assert st.stats["drift"] == 0
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_each_preset_matches_its_line_without_indentation_or_line_end(case):
+    day1, _, preset, value = CASES[case]
+    match = re.compile(VOLATILE_PRESETS[preset]).search(crlf(day1))
+    assert match is not None
+    pinned = match.group("value")
+    assert pinned.split(": ", 1)[0] == value.split(": ", 1)[0]
+    assert not pinned.startswith((" ", "-")) and "\r" not in pinned and "\n" not in pinned
+
+
+def test_presets_leave_other_date_lines_alone():
+    text = ("Release notes: Current date handling fixed.\nThe Current date: line is printed by the CLI.\n"
+            "See the docs of Today's date: formats.")
+    for preset in ("current-date", "todays-date"):
+        assert re.compile(VOLATILE_PRESETS[preset]).search(text) is None, preset
+
+
+@pytest.mark.parametrize("render", [claude_git_2_1_36, claude_git_2_1_332])
+@pytest.mark.parametrize("line_end", ["\n", "\r\n"])
+def test_claude_code_git_status_block_on_resume(render, line_end):
+    """A resumed session re-reads git: the block changes; the whole block is pinned, the new one noted."""
+    before = render("feature/cart", "M src/cart.py\n?? notes.txt", ["3f2a1c9 Add cart totals", "9b8e7d6 Fix rounding"])
+    after = render("feature/cart", "M src/cart.py\nM src/tax.py",
+                   ["c0ffee1 Apply tax per line", "3f2a1c9 Add cart totals", "9b8e7d6 Fix rounding"])
+    tail = "\n\nDo what has been asked; nothing more, nothing less."
+    day1, day2 = STATIC + claude_env("2026-12-03") + "\n\n" + before + tail, STATIC + claude_env("2026-12-03") + "\n\n" + after + tail
+    if line_end == "\r\n":
+        day1, day2, after = crlf(day1), crlf(day2), crlf(after)
+    st = _stabilizer()
+    outputs = run_chat(st, [day1] * 3 + [day2] * 5, f"git-{render.__name__}-{len(line_end)}")
+    assert outputs == expected_chat(day1, 8, {3: volatile_note("git-status", after)})
+    assert st.stats["drift"] == 0
+
+
+def test_git_status_block_ends_at_the_last_commit_line():
+    block = claude_git_2_1_36("main", "", ["abc1234 One", "def5678 Two"])
+    text = f"{block}\nclaudeMd: keep this\n"
+    match = re.compile(VOLATILE_PRESETS["git-status"]).search(text)
+    assert match.group(0) == block
+
+
+def test_anthropic_shape_claude_code_system_blocks():
+    """/v1/messages: Claude Code's system blocks, the env block in the last; the note is a user-role update."""
+    def request(date: str, body: list[dict]) -> dict:
+        return {"model": "claude-sonnet-4-5", "max_tokens": 32000, "litellm_session_id": "cc-anthropic",
+                "system": [{"type": "text", "text": "You are Claude Code, Anthropic's official CLI for Claude."},
+                           {"type": "text", "text": STATIC + claude_env(date), "cache_control": {"type": "ephemeral"}}],
+                "messages": copy.deepcopy(body)}
+
+    st = _stabilizer()
+    body: list[dict] = []
+    outputs = []
+    for turn in range(6):
+        body.append({"role": "user", "content": [{"type": "text", "text": f"turn {turn}"}]})
+        out = st.stabilize_sync(request("2026-12-03" if turn < 2 else "2026-12-04", body), "anthropic_messages",
+                                target=Target(provider="hosted_vllm"))
+        assert out["system"] == request("2026-12-03", [])["system"]
+        outputs.append(out["messages"])
+        body.append({"role": "assistant", "content": [{"type": "text", "text": "ok"}]})
+    update = volatile_note("todays-date", "Today's date: 2026-12-04")
+    note = {"role": "user", "content": f"{SYSTEM_UPDATE_NOTE}\n\n{update}"}
+    for turn, messages in enumerate(outputs):
+        assert (note in messages) == (turn >= 2)
+        if turn >= 2:
+            assert messages.index(note) == 5  # right after the user message of turn 2, every time
+    for earlier, later in zip(outputs, outputs[1:]):
+        assert later[: len(earlier)] == earlier
+    assert st.stats["drift"] == 0
+
+
+def test_codex_environment_context_at_the_tail_is_left_alone():
+    """Codex appends the date as an input item at the tail: nothing to pin, nothing rewritten, no note."""
+    instructions = "You are Codex, based on GPT-5. You are running as a coding agent in the Codex CLI on a user's computer."
+    st = _stabilizer()
+    items: list[dict] = [codex_environment_context("2026-12-03")]
+    for turn in range(6):
+        if turn == 3:
+            items.append(codex_environment_context("2026-12-04"))  # Codex's own rollover item
+        items.append({"type": "message", "role": "user", "content": [{"type": "input_text", "text": f"turn {turn}"}]})
+        data = {"model": "gpt-5-codex", "instructions": instructions, "input": copy.deepcopy(items),
+                "prompt_cache_key": "codex-thread-1"}
+        out = st.stabilize_sync(data, "responses", target=OPENAI)
+        assert out["instructions"] == instructions
+        assert out["input"] == items
+        items.append({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "ok"}]})
+    assert st.stats["drift"] == 0 and st.stats["rewritten"] == 0
+
+
+def test_presets_are_off_unless_named():
+    st = _stabilizer(volatile_presets=[], learned_volatile=False)
+    day1, day2, _, _ = CASES["opencode-env"]
+    outputs = run_chat(st, [day1, day2], "presets-off")
+    assert outputs[1][0]["content"] == day2
+    assert st.stats["drift"] == 1
+
+
+def claude_web_search_description(date: str) -> str:
+    """The WebSearch tool's description, from @anthropic-ai/claude-code 2.1.36 cli.js (the year line included)."""
+    year = int(date[:4])
+    return ("\n- Allows Claude to search the web and use the results to inform responses\n"
+            "- Provides up-to-date information for current events and recent data\n\n"
+            "Usage notes:\n  - Domain filtering is supported to include or block specific websites\n"
+            "  - Web search is only available in the US\n\n"
+            "IMPORTANT - Use the correct year in search queries:\n"
+            f"  - Today's date is {date}. You MUST use this year when searching for recent information, "
+            "documentation, or current events.\n"
+            f'  - Example: If the user asks for "latest React docs", search for "React documentation {year}", '
+            f'NOT "React documentation {year - 1}"\n')
+
+
+def test_claude_code_web_search_tool_date_is_pinned_too():
+    """Tools come first in Anthropic's cache order: a date in a tool description moves everything."""
+    def request(date: str, body: list[dict]) -> dict:
+        tools = [{"name": "Read", "description": "Reads a file from the local filesystem.",
+                  "input_schema": {"type": "object", "properties": {"file_path": {"type": "string"}}}},
+                 {"name": "WebSearch", "description": claude_web_search_description(date),
+                  "input_schema": {"type": "object", "properties": {"query": {"type": "string"}}}}]
+        return {"model": "claude-sonnet-4-5", "max_tokens": 32000, "litellm_session_id": "cc-websearch",
+                "system": [{"type": "text", "text": STATIC + claude_env(date)}], "tools": tools,
+                "messages": copy.deepcopy(body)}
+
+    st = _stabilizer()
+    body: list[dict] = []
+    first = request("2026-12-03", [])
+    for turn in range(5):
+        body.append({"role": "user", "content": f"turn {turn}"})
+        out = st.stabilize_sync(request("2026-12-03" if turn < 2 else "2026-12-04", body), "anthropic_messages",
+                                target=Target(provider="anthropic"))
+        assert out["system"] == first["system"] and out["tools"] == first["tools"]
+        notes = [m["content"] for m in out["messages"] if m["role"] == "user" and m["content"].startswith(SYSTEM_UPDATE_NOTE)]
+        assert notes == ([] if turn < 2 else [
+            f"{SYSTEM_UPDATE_NOTE}\n\n{volatile_note('todays-date', 'Today' + chr(39) + 's date: 2026-12-04')}",
+            f"{SYSTEM_UPDATE_NOTE}\n\n{volatile_note('todays-date:tools', 'Today' + chr(39) + 's date is 2026-12-04')}"])
+        body.append({"role": "assistant", "content": "ok"})
+    assert st.stats["drift"] == 0
+
+
+def test_claude_code_2_1_332_web_search_month_in_an_openai_tool():
+    def tool(month: str) -> dict:
+        text = ("Search the web.\n\nIMPORTANT - Use the correct year in search queries:\n"
+                f"  - The current month is {month}. You MUST use this year when searching for recent information, "
+                "documentation, or current events.\n")
+        return {"type": "function", "function": {"name": "WebSearch", "description": text, "parameters": {"type": "object"}}}
+
+    st = _stabilizer()
+    body: list[dict] = []
+    for turn, month in enumerate(["November 2026", "November 2026", "December 2026", "December 2026"]):
+        body.append({"role": "user", "content": f"turn {turn}"})
+        out = st.stabilize_sync({"model": "m", "messages": [{"role": "system", "content": STATIC}, *copy.deepcopy(body)],
+                                 "tools": [tool(month)], "litellm_session_id": "cc-month"}, target=OPENAI)
+        assert out["tools"] == [tool("November 2026")]
+        body.append({"role": "assistant", "content": "ok"})
+    assert out["messages"][6] == {"role": "system",
+                                  "content": volatile_note("todays-date:tools", "The current month is December 2026")}
