@@ -4,22 +4,21 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-# No .pyc for all of LiteLLM at install time (tens of seconds on 2 cores): Python writes
-# them for the modules it imports, on first use.
-PIP := $(BIN)/python -m pip install --quiet --no-compile --disable-pip-version-check
+# uv when it can (several times faster than pip for LiteLLM's ~150 packages), pip otherwise.
+INSTALL := $(BIN)/python tools/install_venv.py
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
 .PHONY: run test bench check llama-server clean
 
 # What `make run` needs: the package, LiteLLM's proxy and the servers.
-$(BIN)/.installed-run: pyproject.toml
+$(BIN)/.installed-run: pyproject.toml tools/install_venv.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(PIP) -e '.[servers]'
+	$(INSTALL) -e '.[servers]'
 	touch $@
 
 # Everything: tests and benchmarks too.
 $(BIN)/.installed: $(BIN)/.installed-run
-	$(PIP) -e '.[servers,test,bench]'
+	$(INSTALL) -e '.[servers,test,bench]'
 	touch $@
 
 run: $(BIN)/.installed-run
