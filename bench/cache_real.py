@@ -1,6 +1,7 @@
-"""Cache effectiveness on a real prefix-caching server: llama-server (-np 1) behind real LiteLLM proxies.
+"""Cache effectiveness on a real prefix-caching server: llama.cpp's server (one slot) behind real LiteLLM proxies.
 
-Each bundled scenario is replayed three times through a LiteLLM proxy to llama-server:
+Each bundled scenario is replayed three times through a LiteLLM proxy to llama.cpp's server
+(the xllamacpp wheel, started by tools/llama_server.py with the tiny model):
 the noisy session without the plugin, the noisy session with it, and the clean session
 (a perfectly stable client: the oracle) without it. llama-server reports per request how
 many prompt tokens it took from its cache (``cached_tokens``); re-processed = prompt -
@@ -11,7 +12,7 @@ deployment hoists late system messages (``openai_system_messages_first``), as th
 scenarios' target does. Writes bench/results/cache_real.json and a PNG chart of the pi
 session's re-processed tokens per turn.
 
-    .venv/bin/python bench/cache_real.py      # builds llama-server on first use
+    .venv/bin/python bench/cache_real.py      # or `make bench`; nothing to build
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tools")]
 
 import httpx  # noqa: E402
-from llama_server import LlamaServer  # noqa: E402
+from llama_server import LlamaServer, server_version  # noqa: E402
 from procs import Proxy, free_port  # noqa: E402
 
 from litellm_prefix.cli import usage_tokens  # noqa: E402
@@ -60,7 +61,7 @@ def llama_config(llama_url: str, plugin: bool) -> dict:
 
 
 def flush(llama: LlamaServer) -> None:
-    httpx.post(f"{llama.url}/v1/chat/completions", timeout=120, json={
+    httpx.post(f"{llama.url}/v1/chat/completions", timeout=300, json={
         "messages": [{"role": "user", "content": "flush the slot with an unrelated prompt"}], "max_tokens": 1})
 
 
@@ -95,7 +96,7 @@ def chart(results: dict, out: Path) -> None:
     ax.bar([t + 0.27 for t in turns], pi["stable_client"]["per_turn"], width=0.27, label="stable client (limit)")
     ax.set_xlabel("turn")
     ax.set_ylabel("prompt tokens prefilled again")
-    ax.set_title("pi session on llama-server (-np 1): re-processed tokens per turn")
+    ax.set_title("pi session on llama.cpp's server (one slot): re-processed tokens per turn")
     ax.legend()
     fig.tight_layout()
     fig.savefig(out)
@@ -112,7 +113,8 @@ def main() -> None:
         for proxy in proxies:
             proxy.wait_ready()
         results: dict = {"machine": f"{platform.machine()}, {os.cpu_count()} cpus, Python {platform.python_version()}",
-                         "server": "llama-server (llama-cpp-python 0.3.36 sdist), tiny random llama, -np 1",
+                         "server": f"llama.cpp server from {server_version()}, tiny random llama, one slot, "
+                                   "cache_prompt on, cache_ram 0",
                          "scenarios": {}}
         for name in SCENARIOS:
             scenario = {
