@@ -26,6 +26,7 @@ bench: $(BIN)/.installed llama-server
 	$(BIN)/python bench/overhead.py
 	$(BIN)/python bench/session_cost.py
 	$(BIN)/python bench/cache_real.py
+	$(BIN)/python bench/load.py
 
 check: $(BIN)/.installed
 	$(BIN)/litellm-prefix check
