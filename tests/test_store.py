@@ -322,7 +322,7 @@ async def test_redis_answering_slowly_under_concurrency(redis_server):
             return time.monotonic() - started, out
 
         results = await asyncio.gather(*(timed(c) for c in clients))
-        assert max(elapsed for elapsed, _ in results) < 2 * budget + 0.25
+        assert max(elapsed for elapsed, _ in results) < 2 * budget + 0.4  # + the loop running 16 transforms
         assert all(out["messages"][-1] == {"role": "user", "content": "again"} for _, out in results)
         assert st.stats["store_fallbacks"] >= 16 and st.stats["errors"] == 0
     finally:
