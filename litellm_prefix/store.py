@@ -276,7 +276,8 @@ class ResilientStore:
       within the budget: that call only (that request runs on local state); the next
       call tries Redis again. ``SLOW_IN_A_ROW`` such calls in a row mean Redis is
       blocked: the whole store is skipped for ``BLOCKED_COOL_DOWN_SECONDS``, so no
-      request waits much longer than about two budgets.
+      request waits much longer than about two budgets. Other errors (a script
+      refused) count the same way: one costs that call, several in a row a cool-down.
     - One request never mixes stores: ``save`` goes to the store that answered ``load``.
       A save to Redis is a compare-and-set against the version read from Redis, so a
       replica coming back from local state never overwrites newer shared decisions;
@@ -338,19 +339,20 @@ class ResilientStore:
         self.stats[f"store_{kind}"] += 1
         budget_ms = self.timeout * 1000
         with self._state_lock:
-            if kind == "slow":
+            if kind in ("slow", "error"):
                 self._slow_in_a_row += 1
                 if self._slow_in_a_row < SLOW_IN_A_ROW:
-                    logger.warning("litellm-prefix: shared store slow: no answer to %s within %.0f ms on the wire; "
-                                   "this request uses local state", method, budget_ms)
+                    if kind == "slow":
+                        logger.warning("litellm-prefix: shared store slow: no answer to %s within %.0f ms on the "
+                                       "wire; this request uses local state", method, budget_ms)
+                    else:
+                        logger.warning("litellm-prefix: shared store error on %s (%s); this request uses local state",
+                                       method, type(exc).__name__)
                     return
-                kind, cool_down = "blocked", BLOCKED_COOL_DOWN_SECONDS
-            elif kind == "down":
-                cool_down = DOWN_COOL_DOWN_SECONDS
+                # Redis blocked, or failing every call (e.g. a cluster refusing the scripts' keys).
+                kind, cool_down = ("blocked" if kind == "slow" else "failing"), BLOCKED_COOL_DOWN_SECONDS
             else:
-                logger.warning("litellm-prefix: shared store error on %s (%s); this request uses local state",
-                               method, type(exc).__name__)
-                return
+                cool_down = DOWN_COOL_DOWN_SECONDS
             self._down_until = time.monotonic() + cool_down
             self._slow_in_a_row = 0
             if self._outage is None:

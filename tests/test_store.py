@@ -460,3 +460,17 @@ async def test_store_proxy_without_redis_falls_back_to_memory(monkeypatch, caplo
     out = await st.stabilize(client.request())
     assert out["messages"][-1] == {"role": "user", "content": "hi"}
     assert st.stats["store_fallbacks"] >= 1 and "shared store unavailable" in caplog.text
+
+
+async def test_errors_in_a_row_cool_down_instead_of_logging_every_call(redis_server, caplog):
+    st, faulty = _faulty_stabilizer(redis_server.url)
+    store: ResilientStore = st.store
+    original = faulty.inner.load
+    faulty.inner.load = lambda *a: (_ for _ in ()).throw(redis.exceptions.ResponseError("CROSSSLOT"))
+    try:
+        for _ in range(SLOW_IN_A_ROW + 5):
+            assert (await store.load("any")).source == "local"
+    finally:
+        faulty.inner.load = original
+    assert st.stats["store_error"] == SLOW_IN_A_ROW and st.stats["store_skipped"] == 5
+    assert caplog.text.count("litellm-prefix: shared store") == SLOW_IN_A_ROW  # 2 call lines, then the outage once
