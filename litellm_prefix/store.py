@@ -245,6 +245,11 @@ class RedisStore:
         pipe.execute()
 
 
+def _retrieved(future: "asyncio.Future[Any]") -> None:
+    if not future.cancelled():
+        future.exception()
+
+
 class _Skipped(Exception):
     """The shared store is cooling down: not tried."""
 
@@ -300,7 +305,7 @@ class ResilientStore:
         self._outage: str | None = None  # the failure kind logged for the current outage
         self._state_lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
-        # A hung worker (never seen: the socket timeout bounds every call) cannot hold a request longer.
+        # A hung worker (a DNS lookup is not bounded by the socket timeout) cannot hold a request longer.
         self.safety_cap = max(1.0, 10 * timeout_seconds)
 
     # -- the worker side -------------------------------------------------------------
@@ -315,8 +320,14 @@ class ResilientStore:
             raise _Skipped()
         if self._pool is None:
             self._pool = ThreadPoolExecutor(STORE_THREADS, thread_name_prefix="litellm-prefix-store")
-        future = asyncio.get_running_loop().run_in_executor(self._pool, self._on_wire, method, args)
-        result = await asyncio.wait_for(future, self.safety_cap)
+        call = self._pool.submit(self._on_wire, method, args)
+        waiter = asyncio.wrap_future(call)
+        waiter.add_done_callback(_retrieved)  # its outcome is read from ``call``
+        done, _ = await asyncio.wait({waiter}, timeout=self.safety_cap)
+        if not done and not call.done():  # (call.done(): the worker answered, only the loop was late)
+            waiter.cancel()
+            raise TimeoutError(f"no answer from the store worker within {self.safety_cap:.1f} s")
+        result = call.result()
         self._answered()
         return result
 

@@ -474,3 +474,16 @@ async def test_errors_in_a_row_cool_down_instead_of_logging_every_call(redis_ser
         faulty.inner.load = original
     assert st.stats["store_error"] == SLOW_IN_A_ROW and st.stats["store_skipped"] == 5
     assert caplog.text.count("litellm-prefix: shared store") == SLOW_IN_A_ROW  # 2 call lines, then the outage once
+
+
+async def test_the_safety_cap_does_not_mistake_a_late_loop_for_a_slow_store(redis_server):
+    """The loop's own cap (for a hung worker) fires late on a blocked loop; the worker had
+    answered by then, so the answer is used."""
+    st = _redis_stabilizer(redis_server.url, timeout_ms=50)
+    store: ResilientStore = st.store
+    store.safety_cap = 0.05
+    task = asyncio.create_task(store.load(f"late-loop-{time.monotonic_ns()}"))
+    await asyncio.sleep(0)  # the call is handed to a worker
+    time.sleep(0.3)  # the loop is busy far past the cap; Redis answers meanwhile
+    loaded = await task
+    assert loaded.source == "shared" and st.stats["store_fallbacks"] == 0
