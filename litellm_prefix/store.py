@@ -47,8 +47,9 @@ logger = logging.getLogger("litellm_prefix")
 TEXT_CACHE_BYTES = 256 * 1024 * 1024
 # A refused or reset connection: the whole store is skipped this long, then tried again.
 DOWN_COOL_DOWN_SECONDS = 2.0
-# This many calls in a row without an answer within the budget (Redis blocked: a long
-# script, DEBUG SLEEP, a fork on a huge dataset): the whole store is skipped this long.
+# This many calls in a row without an answer within the budget, over at least one budget
+# (Redis blocked: a long script, DEBUG SLEEP, a fork on a huge dataset): the whole store
+# is skipped this long.
 SLOW_IN_A_ROW = 3
 BLOCKED_COOL_DOWN_SECONDS = 1.0
 STORE_THREADS = 8
@@ -279,9 +280,10 @@ class ResilientStore:
     - What a failure covers depends on its kind. A refused or dropped connection: the
       whole store is skipped for ``DOWN_COOL_DOWN_SECONDS``. One call without an answer
       within the budget: that call only (that request runs on local state); the next
-      call tries Redis again. ``SLOW_IN_A_ROW`` such calls in a row mean Redis is
-      blocked: the whole store is skipped for ``BLOCKED_COOL_DOWN_SECONDS``, so no
-      request waits much longer than about two budgets. Other errors (a script
+      call tries Redis again. ``SLOW_IN_A_ROW`` such calls in a row, the last one at
+      least a budget after the first (not calls that were in flight together during
+      one short stall), mean Redis is blocked: the whole store is skipped for
+      ``BLOCKED_COOL_DOWN_SECONDS``, so no request waits more than a few budgets. Other errors (a script
       refused) count the same way: one costs that call, several in a row a cool-down.
     - One request never mixes stores: ``save`` goes to the store that answered ``load``.
       A save to Redis is a compare-and-set against the version read from Redis, so a
@@ -302,6 +304,7 @@ class ResilientStore:
         self.stats = stats
         self._down_until = 0.0
         self._slow_in_a_row = 0
+        self._first_failure_at = 0.0
         self._outage: str | None = None  # the failure kind logged for the current outage
         self._state_lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
@@ -351,8 +354,14 @@ class ResilientStore:
         budget_ms = self.timeout * 1000
         with self._state_lock:
             if kind in ("slow", "error"):
+                now = time.monotonic()
+                if self._slow_in_a_row == 0:
+                    self._first_failure_at = now
                 self._slow_in_a_row += 1
-                if self._slow_in_a_row < SLOW_IN_A_ROW:
+                # Blocked means failing for a while: calls that were in flight together during one
+                # short stall all fail at once, and must not switch every session to local state.
+                lasting = kind == "error" or now - self._first_failure_at >= self.timeout
+                if self._slow_in_a_row < SLOW_IN_A_ROW or not lasting:
                     if kind == "slow":
                         logger.warning("litellm-prefix: shared store slow: no answer to %s within %.0f ms on the "
                                        "wire; this request uses local state", method, budget_ms)

@@ -487,3 +487,15 @@ async def test_the_safety_cap_does_not_mistake_a_late_loop_for_a_slow_store(redi
     time.sleep(0.3)  # the loop is busy far past the cap; Redis answers meanwhile
     loaded = await task
     assert loaded.source == "shared" and st.stats["store_fallbacks"] == 0
+
+
+async def test_calls_caught_together_in_one_short_stall_cost_only_themselves(redis_server):
+    """Several calls in flight during one stall all time out at once: each falls back, the
+    store stays in use (a blocked Redis shows as failures that go on for longer)."""
+    st, faulty = _faulty_stabilizer(redis_server.url)
+    store: ResilientStore = st.store
+    faulty.fail["load"] = "slow"
+    await asyncio.gather(*(store.load(f"stall-{i}") for i in range(SLOW_IN_A_ROW + 2)))
+    assert st.stats["store_slow"] == SLOW_IN_A_ROW + 2 and store._down_until < time.monotonic()
+    faulty.fail.clear()
+    assert (await store.load("stall-after")).source == "shared"
