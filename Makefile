@@ -34,6 +34,7 @@ bench: $(BIN)/.installed
 	$(BIN)/python bench/cache_real.py
 	$(BIN)/python bench/measure_overhead.py
 	$(BIN)/python bench/report_speed.py
+	$(BIN)/python bench/load.py
 
 check: $(BIN)/.installed-run
 	$(BIN)/litellm-prefix check
