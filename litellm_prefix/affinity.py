@@ -134,7 +134,7 @@ def _rank(session: str, deployment_id: str) -> str:
 
 
 class SessionAffinity:
-    """Pins sessions to deployments in a store with ``load``/``save`` (compare-and-set)."""
+    """Pins sessions to deployments in the plugin's store (``load`` -> ``Loaded``, ``save`` compare-and-set)."""
 
     def __init__(self, store: Any, stats: Any, settings_of: Any, ttl_seconds: int, clock=time.time,
                  report: Any = None) -> None:
@@ -206,17 +206,21 @@ class SessionAffinity:
     async def _place(self, group: str, session: str, healthy: list[str]) -> str | None:
         pin_key = self._pin_key(group, session)
         for _ in range(SAVE_ATTEMPTS):
-            raw, version = await self.store.load(pin_key)
-            pin = json.loads(raw) if raw else None
+            loaded = await self.store.load(pin_key)
+            pin = json.loads(loaded.journal) if loaded.journal else None
             now = self.clock()
             if pin and pin.get("d") in healthy:
                 if now - float(pin.get("t", 0)) > self.ttl / 4:  # keep an active pin alive
-                    await self.store.save(pin_key, version, json.dumps({"d": pin["d"], "t": now}))
+                    await self.store.save(pin_key, loaded, json.dumps({"d": pin["d"], "t": now}))
                 return pin["d"]
             chosen = await self._least_loaded(group, session, healthy)
-            if not await self.store.save(pin_key, version, json.dumps({"d": chosen, "t": now})):
+            saved = await self.store.save(pin_key, loaded, json.dumps({"d": chosen, "t": now}))
+            if saved is False:
                 self.stats["affinity_pin_conflicts"] += 1
                 continue  # another request of this session placed it first: follow that pin
+            if saved is None:  # no store answered: this call goes there, unrecorded
+                self.stats["affinity_unrecorded"] += 1
+                return chosen
             await self._count(group, chosen, +1, moved_from=pin.get("d") if pin else None)
             if pin:
                 self.stats["affinity_moves"] += 1
@@ -246,15 +250,16 @@ class SessionAffinity:
         return window, {}, {}
 
     async def _least_loaded(self, group: str, session: str, healthy: list[str]) -> str:
-        raw, _ = await self.store.load(self._load_key(group))
-        _, current, previous = self._live_counts(json.loads(raw) if raw else {}, self.clock())
+        loaded = await self.store.load(self._load_key(group))
+        _, current, previous = self._live_counts(json.loads(loaded.journal) if loaded.journal else {}, self.clock())
         return min(healthy, key=lambda d: (current.get(d, 0) + previous.get(d, 0), _rank(session, d)))
 
     async def _count(self, group: str, chosen: str, delta: int, moved_from: str | None) -> None:
         key = self._load_key(group)
         for _ in range(SAVE_ATTEMPTS * 2):
-            raw, version = await self.store.load(key)
-            window, current, previous = self._live_counts(json.loads(raw) if raw else {}, self.clock())
+            loaded = await self.store.load(key)
+            window, current, previous = self._live_counts(
+                json.loads(loaded.journal) if loaded.journal else {}, self.clock())
             current[chosen] = current.get(chosen, 0) + delta
             if moved_from is not None:
                 for counts in (current, previous):
@@ -262,6 +267,6 @@ class SessionAffinity:
                         counts[moved_from] -= 1
                         break
             record = {"w": window, "c": current, "p": previous}
-            if await self.store.save(key, version, json.dumps(record, sort_keys=True)):
+            if await self.store.save(key, loaded, json.dumps(record, sort_keys=True)) is not False:
                 return
         self.stats["affinity_count_conflicts"] += 1

@@ -27,7 +27,7 @@ from .session import scoped_key, session_id, session_stream, tenant_of
 from .settings import Settings
 from .metrics import Stats
 from .sinks import Report, Sinks  # noqa: F401  (Report: re-exported for callers of the old location)
-from .store import build_store
+from .store import build_store, journal_text_refs
 
 logger = logging.getLogger("litellm_prefix")
 
@@ -147,29 +147,40 @@ class Stabilizer:
         return asyncio.run(self.stabilize(data, call_type, **kwargs))
 
     async def _run_with_journal(self, view, ctx: Context, key: str):
-        """Load, run, compare-and-set; on a conflict reload and run again (bounded)."""
+        """Load, run, compare-and-set; on a conflict reload and run again (bounded).
+
+        The load brings the texts the journal refers to, so the rules run once and the
+        shared store costs two round trips (load, save) per request. The save goes to
+        the store that answered the load, never to the other one."""
         ctx = dataclasses.replace(ctx, now=self.clock())  # the time history-dependent rules see
         for attempt in range(SAVE_ATTEMPTS):
-            raw, version = await self.store.load(key)
-            journal = Journal.from_json(json.loads(raw)) if raw else Journal()
-            new_view, new_journal, events = pipeline.run(view, journal, ctx)
+            loaded = await self.store.load(key)
+            journal = Journal.from_json(json.loads(loaded.journal)) if loaded.journal else Journal()
+            run_ctx = dataclasses.replace(ctx, texts={**ctx.texts, **loaded.texts}) if loaded.texts else ctx
+            new_view, new_journal, events = pipeline.run(view, journal, run_ctx)
             needed = [h for e in events if e.kind == "need_texts" for h in e.data["hashes"]]
-            if needed:
-                texts = await self.store.get_texts(needed)
-                ctx = dataclasses.replace(ctx, texts={**ctx.texts, **texts}, texts_fetched=True)
-                new_view, new_journal, events = pipeline.run(view, journal, ctx)
+            if needed:  # a text the load did not bring: evicted, or one the journal does not refer to
+                missing = [h for h in needed if h not in run_ctx.texts and h not in loaded.refs]
+                texts = await self.store.get_texts(loaded, missing) if missing else {}
+                run_ctx = dataclasses.replace(run_ctx, texts={**run_ctx.texts, **texts}, texts_fetched=True)
+                new_view, new_journal, events = pipeline.run(view, journal, run_ctx)
             texts = {h: t for e in events if e.kind == "texts" for h, t in e.data["texts"].items()}
-            if texts:
-                await self.store.put_texts(texts)
             if new_journal == journal:
+                if texts:
+                    await self.store.put_texts(loaded, texts)
                 return new_view, events
             encoded = new_journal.encoded()
             if len(encoded) > ctx.settings.max_session_bytes:
                 self.stats["journal_reset"] += 1
                 logger.warning("litellm-prefix: session %s journal over maxSessionBytes (%d); re-seeded",
                                key[:16], len(encoded))
-                encoded = Journal(head=new_journal.head, requests=new_journal.requests).encoded()
-            if await self.store.save(key, version, encoded):
+                new_journal = Journal(head=new_journal.head, requests=new_journal.requests)
+                encoded = new_journal.encoded()
+            saved = await self.store.save(key, loaded, encoded, journal_text_refs(new_journal), texts)
+            if saved:
+                return new_view, events
+            if saved is None:  # the store that answered the load did not answer the save
+                self.stats["save_unrecorded"] += 1
                 return new_view, events
             self.stats["save_conflicts"] += 1
         self.stats["save_gave_up"] += 1

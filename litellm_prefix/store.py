@@ -1,19 +1,32 @@
 """Where journals live: in memory (default) or in Redis (shared by proxy replicas).
 
-Interface (all async): ``load(key) -> (journal JSON or None, version)``,
-``save(key, version, journal JSON) -> bool`` (compare-and-set: False when another request
-of the session saved first), ``get_texts(hashes)`` and ``put_texts(texts)`` for the
-content-addressed section texts that journals refer to.
+The interface the transform uses (all async):
+
+- ``load(key) -> Loaded``: the session's journal JSON (or None), its version, the
+  section texts the journal refers to (as far as the store holds them) and which store
+  answered;
+- ``save(key, loaded, journal, refs, texts) -> True | False | None``: compare-and-set
+  against the version ``loaded`` carries, on the store that answered ``load`` and on no
+  other, together with the new texts. True: saved; False: another request of the session
+  saved first (reload and run again); None: the store did not answer, the decisions of
+  this request are not recorded anywhere;
+- ``get_texts(loaded, hashes)`` and ``put_texts(loaded, texts)`` for the rare request
+  that needs a text the journal does not refer to, or saves texts without a journal.
+
+Texts are content-addressed (a hash names exactly one text), so any copy of a text is a
+correct copy: each process keeps the texts it saw in a local LRU and tells Redis which of
+the journal's texts it already holds, so a load transfers only the texts it lacks.
 
 - ``MemoryStore``: cachetools LRU + TTL for journals (``maxSessions``,
   ``sessionTtlSeconds``); texts in one shared LRU bounded in bytes (identical sections
   of many sessions are stored once).
-- ``RedisStore``: one hash per session (``v`` version, ``j`` JSON) updated by a Lua
-  compare-and-set; texts under their own keys with the session TTL.
-- ``ResilientStore``: every call to the shared store gets a small time budget
-  (``storeTimeoutMs``). On a timeout or error it falls back to local state, logs once
-  per outage, counts, and leaves the shared store alone for a short cool-down. The
-  request never waits longer than the budget and never fails because of the store.
+- ``RedisStore`` (blocking client, run on worker threads): one hash per session (``v``
+  version, ``j`` journal JSON, ``r`` the hashes of the texts it refers to), texts under
+  their own keys. Two Lua scripts, so a request costs at most two round trips: ``load``
+  (journal plus the referred texts the caller lacks) and ``save`` (compare-and-set plus
+  the new texts, refreshing the TTL of every text the journal refers to).
+- ``ResilientStore``: Redis with local state as the fallback; see its docstring for
+  the time budget and what a cool-down covers.
 """
 from __future__ import annotations
 
@@ -23,118 +36,264 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterable
-from typing import Any, Protocol
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
 
 from cachetools import LRUCache, TTLCache
 
 logger = logging.getLogger("litellm_prefix")
 
 TEXT_CACHE_BYTES = 256 * 1024 * 1024
-COOL_DOWN_SECONDS = 5.0
+# A refused or reset connection: the whole store is skipped this long, then tried again.
+DOWN_COOL_DOWN_SECONDS = 2.0
+# This many calls in a row without an answer within the budget, over at least one budget
+# (Redis blocked: a long script, DEBUG SLEEP, a fork on a huge dataset): the whole store
+# is skipped this long.
+SLOW_IN_A_ROW = 3
+BLOCKED_COOL_DOWN_SECONDS = 1.0
+STORE_THREADS = 8
 
 
-class Store(Protocol):
-    async def load(self, key: str) -> tuple[str | None, int]: ...
+@dataclass(frozen=True)
+class Loaded:
+    """A journal as one store returned it; the save of the same request goes back there."""
 
-    async def save(self, key: str, version: int, journal: str) -> bool: ...
+    journal: str | None
+    version: int
+    texts: dict[str, str] = field(default_factory=dict)  # referred texts the store holds
+    refs: frozenset[str] = frozenset()  # every text hash the journal refers to (looked up already)
+    source: str = "local"  # "local" or "shared"
 
-    async def get_texts(self, hashes: Iterable[str]) -> dict[str, str]: ...
 
-    async def put_texts(self, texts: dict[str, str]) -> None: ...
+def journal_text_refs(journal: Any) -> tuple[str, ...]:
+    """The hashes of the texts a journal refers to: its head's sections and tools, the pinned head."""
+    refs: list[str] = []
+    if journal.head is not None:
+        refs.extend(h for _, h, _ in journal.head.sections)
+        refs.append(journal.head.tools)
+    for pinned in (journal.pinned, journal.told):
+        if pinned:
+            refs.extend(h for _, h in pinned)
+    return tuple(dict.fromkeys(refs))
 
 
 class MemoryStore:
     name = "memory"
 
     def __init__(self, max_sessions: int, ttl_seconds: float, text_bytes: int = TEXT_CACHE_BYTES) -> None:
-        self._journals: TTLCache[str, tuple[int, str]] = TTLCache(maxsize=max_sessions, ttl=ttl_seconds)
+        # key -> (version, journal JSON, refs)
+        self._journals: TTLCache[str, tuple[int, str, tuple[str, ...]]] = TTLCache(maxsize=max_sessions, ttl=ttl_seconds)
         self._texts: LRUCache[str, str] = LRUCache(maxsize=text_bytes, getsizeof=lambda text: len(text) + 64)
         self._lock = threading.Lock()
 
-    async def load(self, key: str) -> tuple[str | None, int]:
+    async def load(self, key: str) -> Loaded:
         with self._lock:
             entry = self._journals.get(key)
-        return (entry[1], entry[0]) if entry else (None, 0)
+            if entry is None:
+                return Loaded(None, 0)
+            texts = {h: self._texts[h] for h in entry[2] if h in self._texts}
+        return Loaded(entry[1], entry[0], texts, frozenset(entry[2]), "local")
 
-    async def save(self, key: str, version: int, journal: str) -> bool:
+    async def save(self, key: str, loaded: Loaded, journal: str, refs: Iterable[str] = (),
+                   texts: dict[str, str] | None = None) -> bool:
         with self._lock:
             entry = self._journals.get(key)
-            if (entry[0] if entry else 0) != version:
+            if (entry[0] if entry else 0) != loaded.version:
                 return False
-            self._journals[key] = (version + 1, journal)
+            self._put(texts or {})
+            self._journals[key] = (loaded.version + 1, journal, tuple(refs))
             return True
 
-    async def get_texts(self, hashes: Iterable[str]) -> dict[str, str]:
+    async def get_texts(self, loaded: Loaded | None, hashes: Iterable[str]) -> dict[str, str]:
         with self._lock:
             return {h: self._texts[h] for h in hashes if h in self._texts}
 
-    async def put_texts(self, texts: dict[str, str]) -> None:
+    async def put_texts(self, loaded: Loaded | None, texts: dict[str, str]) -> None:
         with self._lock:
-            for digest, text in texts.items():
-                if len(text) + 64 <= self._texts.maxsize:
-                    self._texts[digest] = text
+            self._put(texts)
+
+    # -- for ResilientStore: local copies of what the shared store said ------------
+
+    def mirror(self, key: str, journal: str | None, refs: Iterable[str], texts: dict[str, str]) -> None:
+        """Keep the shared store's answer as this session's local state (a new local version)."""
+        with self._lock:
+            self._put(texts)
+            if journal is not None:
+                entry = self._journals.get(key)
+                self._journals[key] = ((entry[0] if entry else 0) + 1, journal, tuple(refs))
+
+    def held_texts(self, key: str) -> dict[str, str]:
+        """The texts this process holds of those the session's journal referred to when last seen here."""
+        with self._lock:
+            entry = self._journals.get(key)
+            return {h: self._texts[h] for h in entry[2] if h in self._texts} if entry else {}
+
+    def remember_texts(self, texts: dict[str, str]) -> None:
+        with self._lock:
+            self._put(texts)
+
+    def _put(self, texts: dict[str, str]) -> None:
+        for digest, text in texts.items():
+            if len(text) + 64 <= self._texts.maxsize:
+                self._texts[digest] = text
 
     def journal_bytes(self) -> list[int]:
         with self._lock:
-            return [len(j) for _, j in self._journals.values()]
+            return [len(entry[1]) for entry in self._journals.values()]
 
     def __len__(self) -> int:
         return len(self._journals)
 
 
-_CAS = """
+# KEYS[1]: the session's journal hash. ARGV[1]: the text key prefix; ARGV[2..]: text hashes
+# the caller already holds. Returns {} for a new session, else {version, journal, refs,
+# hash1, text1, ...} with the referred texts the caller lacks (those Redis still has).
+_LOAD = """
+local got = redis.call('HMGET', KEYS[1], 'v', 'j', 'r')
+if not got[1] then return {} end
+local out = {got[1], got[2], got[3] or ''}
+if got[3] then
+  local held = {}
+  for i = 2, #ARGV do held[ARGV[i]] = true end
+  for h in string.gmatch(got[3], '%S+') do
+    if not held[h] then
+      local text = redis.call('GET', ARGV[1] .. h)
+      if text then out[#out + 1] = h; out[#out + 1] = text end
+    end
+  end
+end
+return out
+"""
+
+# KEYS[1]: the journal hash. ARGV: expected version, new version, journal, refs, TTL,
+# text key prefix, then hash, text pairs. Compare-and-set; on success also writes the
+# texts and refreshes the TTL of every text the journal refers to.
+_SAVE = """
 local current = redis.call('HGET', KEYS[1], 'v')
 if (current or '0') ~= ARGV[1] then return 0 end
-redis.call('HSET', KEYS[1], 'v', ARGV[2], 'j', ARGV[3])
-redis.call('EXPIRE', KEYS[1], ARGV[4])
+redis.call('HSET', KEYS[1], 'v', ARGV[2], 'j', ARGV[3], 'r', ARGV[4])
+redis.call('EXPIRE', KEYS[1], ARGV[5])
+for i = 7, #ARGV, 2 do redis.call('SET', ARGV[6] .. ARGV[i], ARGV[i + 1], 'EX', ARGV[5]) end
+for h in string.gmatch(ARGV[4], '%S+') do redis.call('EXPIRE', ARGV[6] .. h, ARGV[5]) end
 return 1
 """
 
 
 class RedisStore:
+    """Blocking Redis calls (one round trip each), meant for worker threads.
+
+    The socket timeout is the time budget: the kernel measures it from the moment the
+    command is on the wire, so a busy event loop or a busy interpreter cannot make a
+    healthy Redis look slow.
+    """
+
     name = "redis"
 
     def __init__(self, client: Any, ttl_seconds: int, prefix: str = "litellm-prefix:") -> None:
         self.client = client
         self.ttl = int(ttl_seconds)
         self.prefix = prefix
-        self._cas = client.register_script(_CAS)
+        self._load = client.register_script(_LOAD)
+        self._save = client.register_script(_SAVE)
+
+    @staticmethod
+    def client_options(timeout_seconds: float) -> dict[str, Any]:
+        from redis.backoff import NoBackoff
+        from redis.exceptions import ConnectionError as RedisConnectionError
+        from redis.retry import Retry
+
+        # One immediate retry on a dropped connection (a restarted Redis leaves stale pooled
+        # connections); never on a timeout: a blocked Redis costs one budget, not four.
+        return {"socket_timeout": timeout_seconds, "socket_connect_timeout": timeout_seconds,
+                "retry": Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
+                "max_connections": STORE_THREADS + 2, "decode_responses": True}
 
     @classmethod
     def from_url(cls, url: str, ttl_seconds: int, timeout_seconds: float) -> "RedisStore":
-        import redis.asyncio as redis
+        import redis
 
-        client = redis.Redis.from_url(
-            url, socket_timeout=timeout_seconds, socket_connect_timeout=timeout_seconds, decode_responses=True
-        )
-        return cls(client, ttl_seconds)
+        return cls(redis.Redis.from_url(url, **cls.client_options(timeout_seconds)), ttl_seconds)
 
-    async def load(self, key: str) -> tuple[str | None, int]:
-        version, journal = await self.client.hmget(f"{self.prefix}j:{key}", "v", "j")
-        return (journal, int(version)) if version is not None else (None, 0)
+    def load(self, key: str, held: Iterable[str] = ()) -> tuple[str | None, int, tuple[str, ...], dict[str, str]]:
+        """(journal, version, refs, texts the caller lacks): one round trip."""
+        got = self._load(keys=[f"{self.prefix}j:{key}"], args=[f"{self.prefix}t:", *held])
+        if not got:
+            return None, 0, (), {}
+        version, journal, refs = got[0], got[1], tuple(got[2].split())
+        texts = dict(zip(got[3::2], got[4::2]))
+        return journal, int(version), refs, texts
 
-    async def save(self, key: str, version: int, journal: str) -> bool:
-        stored = await self._cas(keys=[f"{self.prefix}j:{key}"], args=[str(version), str(version + 1), journal, self.ttl])
-        return bool(stored)
+    def save(self, key: str, version: int, journal: str, refs: Iterable[str], texts: dict[str, str]) -> bool:
+        args: list[Any] = [str(version), str(version + 1), journal, " ".join(refs), self.ttl, f"{self.prefix}t:"]
+        for digest, text in texts.items():
+            args += [digest, text]
+        return bool(self._save(keys=[f"{self.prefix}j:{key}"], args=args))
 
-    async def get_texts(self, hashes: Iterable[str]) -> dict[str, str]:
+    def get_texts(self, hashes: Iterable[str]) -> dict[str, str]:
         hashes = list(hashes)
         if not hashes:
             return {}
-        values = await self.client.mget([f"{self.prefix}t:{h}" for h in hashes])
+        values = self.client.mget([f"{self.prefix}t:{h}" for h in hashes])
         return {h: v for h, v in zip(hashes, values) if v is not None}
 
-    async def put_texts(self, texts: dict[str, str]) -> None:
+    def put_texts(self, texts: dict[str, str]) -> None:
         if not texts:
             return
         pipe = self.client.pipeline(transaction=False)
         for digest, text in texts.items():
             pipe.set(f"{self.prefix}t:{digest}", text, ex=self.ttl)
-        await pipe.execute()
+        pipe.execute()
+
+
+def _retrieved(future: "asyncio.Future[Any]") -> None:
+    if not future.cancelled():
+        future.exception()
+
+
+class _Skipped(Exception):
+    """The shared store is cooling down: not tried."""
+
+
+def _failure_kind(exc: BaseException) -> str:
+    """``slow`` (no answer within the budget), ``down`` (no connection) or ``error``."""
+    try:
+        from redis.exceptions import ConnectionError as RedisConnectionError
+        from redis.exceptions import TimeoutError as RedisTimeoutError
+    except ImportError:  # pragma: no cover - redis is a dependency
+        RedisConnectionError = RedisTimeoutError = ()  # type: ignore[assignment]
+    if isinstance(exc, (RedisTimeoutError, TimeoutError, asyncio.TimeoutError)):
+        return "slow"
+    if isinstance(exc, (RedisConnectionError, ConnectionError, OSError)):
+        return "down"
+    return "error"
 
 
 class ResilientStore:
-    """A shared store with a time budget per call and local state as the fallback."""
+    """A shared store with a time budget per call and local state as the fallback.
+
+    - The budget (``storeTimeoutMs``) is the shared store's own latency: the blocking
+      client's socket timeout, on a worker thread, measured by the kernel from the
+      moment the command is on the wire. The event loop awaits the worker without a
+      timer of its own, so a busy loop never abandons a Redis that answered in time
+      (a safety cap far above the budget stays, for a worker that hangs).
+    - What a failure covers depends on its kind. A refused or dropped connection: the
+      whole store is skipped for ``DOWN_COOL_DOWN_SECONDS``. One call without an answer
+      within the budget: that call only (that request runs on local state); the next
+      call tries Redis again. ``SLOW_IN_A_ROW`` such calls in a row, the last one at
+      least a budget after the first (not calls that were in flight together during
+      one short stall), mean Redis is blocked: the whole store is skipped for
+      ``BLOCKED_COOL_DOWN_SECONDS``, so no request waits more than a few budgets. Other errors (a script
+      refused) count the same way: one costs that call, several in a row a cool-down.
+    - One request never mixes stores: ``save`` goes to the store that answered ``load``.
+      A save to Redis is a compare-and-set against the version read from Redis, so a
+      replica coming back from local state never overwrites newer shared decisions;
+      whatever it decided locally during the outage is dropped, and the rules re-seed
+      from the shared journal on the next request. A save that Redis does not answer
+      is not written locally either.
+    - Local state mirrors every journal Redis returned, so an outage starts from the
+      last shared state this process saw.
+    """
 
     name = "resilient"
 
@@ -144,83 +303,177 @@ class ResilientStore:
         self.timeout = timeout_seconds
         self.stats = stats
         self._down_until = 0.0
-        self._outage_logged = False
+        self._slow_in_a_row = 0
+        self._first_failure_at = 0.0
+        self._outage: str | None = None  # the failure kind logged for the current outage
+        self._state_lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+        # A hung worker (a DNS lookup is not bounded by the socket timeout) cannot hold a request longer.
+        self.safety_cap = max(1.0, 10 * timeout_seconds)
 
-    def _available(self) -> bool:
-        return time.monotonic() >= self._down_until
+    # -- the worker side -------------------------------------------------------------
 
-    async def _call(self, method: str, *args: Any) -> Any:
-        if self._available():
-            try:
-                result = await asyncio.wait_for(getattr(self.shared, method)(*args), self.timeout)
-            except Exception as exc:  # timeout, connection refused, script error: all fall back
-                self.stats["store_fallbacks"] += 1
-                self._down_until = time.monotonic() + COOL_DOWN_SECONDS
-                if not self._outage_logged:
-                    self._outage_logged = True
-                    logger.warning(
-                        "litellm-prefix: shared store unavailable (%s); using local state for %.0f s at a time "
-                        "until it answers again", type(exc).__name__, COOL_DOWN_SECONDS,
-                    )
-            else:
-                if self._outage_logged:
-                    self._outage_logged = False
+    def _on_wire(self, method: str, args: tuple) -> Any:
+        if time.monotonic() < self._down_until:  # tripped while this call waited for a worker
+            raise _Skipped()
+        return getattr(self.shared, method)(*args)
+
+    async def _shared_call(self, method: str, *args: Any) -> Any:
+        if time.monotonic() < self._down_until:
+            raise _Skipped()
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(STORE_THREADS, thread_name_prefix="litellm-prefix-store")
+        call = self._pool.submit(self._on_wire, method, args)
+        waiter = asyncio.wrap_future(call)
+        waiter.add_done_callback(_retrieved)  # its outcome is read from ``call``
+        done, _ = await asyncio.wait({waiter}, timeout=self.safety_cap)
+        if not done and not call.done():  # (call.done(): the worker answered, only the loop was late)
+            waiter.cancel()
+            raise TimeoutError(f"no answer from the store worker within {self.safety_cap:.1f} s")
+        result = call.result()
+        self._answered()
+        return result
+
+    # -- failure bookkeeping -----------------------------------------------------------
+
+    def _answered(self) -> None:
+        self._slow_in_a_row = 0
+        if self._outage is not None:
+            with self._state_lock:
+                if self._outage is not None:
+                    self._outage = None
                     logger.warning("litellm-prefix: shared store answers again")
-                return result
-        else:
-            self.stats["store_fallbacks"] += 1
-        return await getattr(self.local, method)(*args)
 
-    async def load(self, key: str) -> tuple[str | None, int]:
-        return await self._call("load", key)
+    def _failed(self, method: str, exc: BaseException) -> None:
+        self.stats["store_fallbacks"] += 1
+        if isinstance(exc, _Skipped):
+            self.stats["store_skipped"] += 1
+            return
+        kind = _failure_kind(exc)
+        self.stats[f"store_{kind}"] += 1
+        budget_ms = self.timeout * 1000
+        with self._state_lock:
+            if kind in ("slow", "error"):
+                now = time.monotonic()
+                if self._slow_in_a_row == 0:
+                    self._first_failure_at = now
+                self._slow_in_a_row += 1
+                # Blocked means failing for a while: calls that were in flight together during one
+                # short stall all fail at once, and must not switch every session to local state.
+                lasting = kind == "error" or now - self._first_failure_at >= self.timeout
+                if self._slow_in_a_row < SLOW_IN_A_ROW or not lasting:
+                    if kind == "slow":
+                        logger.warning("litellm-prefix: shared store slow: no answer to %s within %.0f ms on the "
+                                       "wire; this request uses local state", method, budget_ms)
+                    else:
+                        logger.warning("litellm-prefix: shared store error on %s (%s); this request uses local state",
+                                       method, type(exc).__name__)
+                    return
+                # Redis blocked, or failing every call (e.g. a cluster refusing the scripts' keys).
+                kind, cool_down = ("blocked" if kind == "slow" else "failing"), BLOCKED_COOL_DOWN_SECONDS
+            else:
+                cool_down = DOWN_COOL_DOWN_SECONDS
+            self._down_until = time.monotonic() + cool_down
+            self._slow_in_a_row = 0
+            if self._outage is None:
+                self._outage = kind
+                logger.warning("litellm-prefix: shared store unavailable (%s, %s); using local state for %.0f s "
+                               "at a time until it answers again", kind, type(exc).__name__, cool_down)
 
-    async def save(self, key: str, version: int, journal: str) -> bool:
-        return await self._call("save", key, version, journal)
+    # -- the interface -----------------------------------------------------------------
 
-    async def get_texts(self, hashes: Iterable[str]) -> dict[str, str]:
-        return await self._call("get_texts", list(hashes))
+    async def load(self, key: str) -> Loaded:
+        held = self.local.held_texts(key)
+        try:
+            journal, version, refs, fetched = await self._shared_call("load", key, tuple(held))
+        except Exception as exc:
+            self._failed("load", exc)
+            return await self.local.load(key)
+        texts = {h: held[h] for h in refs if h in held}
+        texts.update(fetched)
+        self.local.mirror(key, journal, refs, fetched)
+        return Loaded(journal, version, texts, frozenset(refs), "shared")
 
-    async def put_texts(self, texts: dict[str, str]) -> None:
-        await self._call("put_texts", texts)
+    async def save(self, key: str, loaded: Loaded, journal: str, refs: Iterable[str] = (),
+                   texts: dict[str, str] | None = None) -> bool | None:
+        refs = tuple(refs)
+        texts = texts or {}
+        if loaded.source != "shared":
+            return await self.local.save(key, loaded, journal, refs, texts)
+        try:
+            saved = await self._shared_call("save", key, loaded.version, journal, refs, texts)
+        except Exception as exc:
+            self._failed("save", exc)
+            return None
+        if saved:
+            self.local.mirror(key, journal, refs, texts)
+        return saved
+
+    async def get_texts(self, loaded: Loaded | None, hashes: Iterable[str]) -> dict[str, str]:
+        hashes = list(hashes)
+        if loaded is None or loaded.source != "shared":
+            return await self.local.get_texts(loaded, hashes)
+        try:
+            texts = await self._shared_call("get_texts", hashes)
+        except Exception as exc:
+            self._failed("get_texts", exc)
+            return {}
+        self.local.remember_texts(texts)
+        return texts
+
+    async def put_texts(self, loaded: Loaded | None, texts: dict[str, str]) -> None:
+        self.local.remember_texts(texts)
+        if loaded is None or loaded.source != "shared":
+            return
+        try:
+            await self._shared_call("put_texts", texts)
+        except Exception as exc:
+            self._failed("put_texts", exc)
 
 
-def _proxy_redis(ttl_seconds: int) -> RedisStore | None:
-    """The LiteLLM proxy's own Redis (``redis_usage_cache``), when the proxy has one configured."""
+def _proxy_redis(ttl_seconds: int, timeout_seconds: float) -> RedisStore | None:
+    """A client for the LiteLLM proxy's own Redis (``redis_usage_cache``), when it has one."""
     import sys
 
     proxy_server = sys.modules.get("litellm.proxy.proxy_server")
     cache = getattr(proxy_server, "redis_usage_cache", None)
     if cache is None:
         return None
-    client = cache.init_async_client()
-    return RedisStore(client, ttl_seconds)
+    from litellm._redis import get_redis_client
+
+    # The proxy's connection settings, with this store's own budget and retry policy.
+    options = RedisStore.client_options(timeout_seconds)
+    kwargs = {k: v for k, v in dict(getattr(cache, "redis_kwargs", {}) or {}).items()
+              if k not in options and k not in ("connection_pool", "max_connections")}
+    return RedisStore(get_redis_client(**kwargs, **options), ttl_seconds)
 
 
 class LazyProxyStore:
     """``store: proxy``: the proxy's Redis, looked up at first use (the proxy sets it up after callbacks load)."""
 
-    def __init__(self, ttl_seconds: int) -> None:
+    def __init__(self, ttl_seconds: int, timeout_seconds: float) -> None:
         self.ttl = ttl_seconds
+        self.timeout = timeout_seconds
         self._store: Any = None
 
     def _resolve(self) -> Any:
         if self._store is None:
-            self._store = _proxy_redis(self.ttl)
+            self._store = _proxy_redis(self.ttl, self.timeout)
             if self._store is None:
                 raise ConnectionError("the proxy has no Redis configured")
         return self._store
 
-    async def load(self, key):
-        return await self._resolve().load(key)
+    def load(self, key, held=()):
+        return self._resolve().load(key, held)
 
-    async def save(self, key, version, journal):
-        return await self._resolve().save(key, version, journal)
+    def save(self, key, version, journal, refs, texts):
+        return self._resolve().save(key, version, journal, refs, texts)
 
-    async def get_texts(self, hashes):
-        return await self._resolve().get_texts(hashes)
+    def get_texts(self, hashes):
+        return self._resolve().get_texts(hashes)
 
-    async def put_texts(self, texts):
-        return await self._resolve().put_texts(texts)
+    def put_texts(self, texts):
+        return self._resolve().put_texts(texts)
 
 
 def build_store(settings: Any, stats: Counter[str]) -> tuple[Any, MemoryStore]:
@@ -230,7 +483,7 @@ def build_store(settings: Any, stats: Counter[str]) -> tuple[Any, MemoryStore]:
         return local, local
     timeout = settings.store_timeout_ms / 1000
     if settings.store == "proxy":
-        shared: Any = LazyProxyStore(settings.session_ttl_seconds)
+        shared: Any = LazyProxyStore(settings.session_ttl_seconds, timeout)
     else:
         shared = RedisStore.from_url(settings.store, settings.session_ttl_seconds, timeout)
     return ResilientStore(shared, local, timeout, stats), local

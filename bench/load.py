@@ -1,0 +1,316 @@
+"""The plugin under load: latency, proxy CPU, errors and store fallbacks, with one and two replicas.
+
+32 concurrent pi-like agent sessions (10-30k-token prompts: a sectioned system prompt,
+35 tools, a growing history with tool calls; a memory write, a notification run whose
+patch removes an extension section, a memory deletion) run 10 turns each through real
+LiteLLM proxy processes in front of the recording upstream:
+
+- ``baseline``: a proxy without the plugin;
+- ``memory``: a proxy with the plugin, ``store: memory`` (the default install);
+- ``redis``: a proxy with the plugin, ``store: redis://`` (a local redis-server from the
+  virtualenv), default time budget (``storeTimeoutMs`` 50);
+- ``replicas``: two proxies with the plugin sharing that Redis, each session's turns
+  alternating between them, against ``baseline-2``: two proxies without the plugin
+  taking turns the same way (two processes share a wave, so they compare with two).
+
+Turn by turn, each configuration sends its 32 requests at once, one configuration after
+the other (the order rotates every turn), so all of them see the same machine. Reported,
+per configuration and against ``baseline`` of the same run: median and p90 latency,
+proxy CPU per request (user + system time of the proxy processes during their own
+waves, from /proc), errors, store fallbacks (the plugin's warning lines in the proxy
+logs), Redis calls per request (Redis's own EVALSHA count), and whether every session's
+upstream head was byte-identical on every turn and identical to the single-proxy head
+(``heads stable``), with nothing lost and every turn a prefix of the next.
+
+    make bench            # or: .venv/bin/python bench/load.py [--sessions 32 --turns 10]
+
+The numbers go to bench/results/load.json. Ratios are what to compare; absolute times
+depend on a shared, noisy machine.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import os
+import platform
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+for _name in list(os.environ):  # the proxies get only the settings this benchmark gives them
+    if _name == "LITELLM_PREFIX" or _name.startswith("LITELLM_PREFIX_"):
+        del os.environ[_name]
+ROOT = Path(__file__).resolve().parent.parent
+os.environ["LITELLM_PREFIX_CONFIG"] = str(ROOT / "bench" / "no-such-global-settings.json")
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+sys.path.insert(0, str(ROOT / "tests"))
+
+import httpx  # noqa: E402
+from procs import Proxy, RedisServer, Upstream, proxy_config  # noqa: E402
+from sessions import NOTIFICATION, PiClient, removed, updated  # noqa: E402
+
+CONFIGS = ("baseline", "memory", "redis", "baseline-2", "replicas")
+AGAINST = {"memory": "baseline", "redis": "baseline", "replicas": "baseline-2"}
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def group_cpu_seconds(pgid: int) -> float:
+    """User + system CPU of every process in a process group (the proxy and any children)."""
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid:  # fields after the command: state ppid pgrp ... utime(11) stime(12)
+            total += int(fields[11]) + int(fields[12])
+    return total / CLOCK_TICKS
+
+
+class Session:
+    """One pi-like agent session; ``request(turn)`` is the request of that turn (deterministic)."""
+
+    def __init__(self, index: int, sessions: int, tag: str) -> None:
+        tokens = 9000 + (18000 * index) // max(1, sessions - 1)  # head 9-27k tokens; with history 10-30k
+        self.client = PiClient(memory=["User prefers tabs", "Project uses uv"], extensions={"todo": "- [ ] ship"},
+                               session=f"load-{tag}-{index}", seed=100 + index, tokens=tokens)
+        self.tag = f"[{tag} {index}]"
+        self.requests: list[dict] = []
+
+    def advance(self, turn: int) -> bytes:
+        client = self.client
+        if turn == 3:
+            client.user(NOTIFICATION)
+            client.system(removed("todo"))
+            client.tool_round()
+            client.user(f"{self.tag} queued follow-up")
+            client.system(updated("todo", "- [ ] ship"))
+        else:
+            client.user(f"{self.tag} typed {turn}")
+        if turn == 2:
+            client.memory.append("Deploys frozen on Fridays")
+        if turn == 6:
+            client.memory.remove("Project uses uv")
+        request = client.request()
+        del request["metadata"]  # the session id travels in x-session-id, as from a client
+        self.requests.append(request)
+        client.tool_round()
+        client.assistant("ok")
+        return json.dumps(request).encode()
+
+
+def head_of(body: dict) -> str:
+    head = json.dumps([body["messages"][0], body.get("tools")], sort_keys=True)
+    return hashlib.sha256(head.encode()).hexdigest()[:16]
+
+
+def roles(messages: list[dict]) -> list[dict]:
+    return [{k: v for k, v in m.items() if v is not None} for m in messages if m["role"] in ("user", "assistant", "tool")]
+
+
+async def wave(client: httpx.AsyncClient, targets: list[Proxy], bodies: list[bytes], sessions: list[Session],
+               turn: int) -> tuple[list[float], int]:
+    async def one(i: int) -> float | None:
+        proxy = targets[(i + turn) % len(targets)]  # replicas: each session's turns alternate
+        started = time.perf_counter()
+        try:
+            response = await client.post(f"{proxy.url}/v1/chat/completions", content=bodies[i], headers={
+                "authorization": f"Bearer {proxy.key}", "content-type": "application/json",
+                "x-session-id": sessions[i].client.session})
+        except httpx.HTTPError:
+            return None
+        elapsed = (time.perf_counter() - started) * 1000
+        return elapsed if response.status_code == 200 else None
+
+    results = await asyncio.gather(*(one(i) for i in range(len(bodies))))
+    return [r for r in results if r is not None], sum(r is None for r in results)
+
+
+def redis_evalsha(server: RedisServer) -> int:
+    import redis
+
+    client = redis.Redis.from_url(server.url)
+    try:
+        return client.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)
+    finally:
+        client.close()
+
+
+def fallback_lines(proxies: list[Proxy]) -> int:
+    count = 0
+    for proxy in proxies:
+        for line in proxy.log.read_text(errors="replace").splitlines():
+            if "litellm-prefix: shared store" in line and "shared store answers again" not in line:
+                count += 1
+    return count
+
+
+async def run(args) -> dict:
+    work = Path(tempfile.mkdtemp(prefix="litellm-prefix-load-"))
+    upstream = Upstream(work)
+    redis_server = RedisServer(work)
+    proxies: dict[str, Proxy] = {}
+    try:
+        base_config = proxy_config(upstream)
+        plain = {**base_config, "litellm_settings": {}}
+        started = time.monotonic()
+        # Unbuffered output, so the plugin's warning lines (store fallbacks) are in the log when counted.
+        env = {"PYTHONUNBUFFERED": "1"}
+        shared = {**env, "LITELLM_PREFIX_STORE": redis_server.url}
+        proxies["baseline"] = Proxy(work, plain, env, name="baseline")
+        proxies["baseline-b"] = Proxy(work, plain, env, name="baseline-b")
+        proxies["memory"] = Proxy(work, base_config, env, name="memory")
+        proxies["redis-a"] = Proxy(work, base_config, shared, name="redis-a")
+        proxies["redis-b"] = Proxy(work, base_config, shared, name="redis-b")
+        for proxy in proxies.values():
+            proxy.wait_ready()
+        print(f"{len(proxies)} proxies ready in {time.monotonic() - started:.0f} s", flush=True)
+        targets = {"baseline": [proxies["baseline"]], "memory": [proxies["memory"]],
+                   "baseline-2": [proxies["baseline"], proxies["baseline-b"]],
+                   "redis": [proxies["redis-a"]], "replicas": [proxies["redis-a"], proxies["redis-b"]]}
+        sessions = {c: [Session(i, args.sessions, c) for i in range(args.sessions)] for c in CONFIGS}
+        latencies = {c: [] for c in CONFIGS}
+        cpu = {c: 0.0 for c in CONFIGS}
+        per_turn: dict[str, list[tuple[float, float]]] = {c: [] for c in CONFIGS}  # (wave p50 ms, CPU s)
+        errors = {c: 0 for c in CONFIGS}
+        evalsha = {c: 0 for c in CONFIGS}
+        upstream_bodies: dict[str, dict[int, list[dict]]] = {c: {i: [] for i in range(args.sessions)} for c in CONFIGS}
+        # A new connection per request: uvicorn closes idle keep-alive connections after 5 s,
+        # and a request sent on one just as it closes fails in the client, not the proxy.
+        limits = httpx.Limits(max_connections=4 * args.sessions, max_keepalive_connections=0)
+        async with httpx.AsyncClient(timeout=300, limits=limits) as client:
+            # Warm-up: LiteLLM's first requests pay for lazy imports and connection set-up.
+            warm = [Session(i, 4, "warm") for i in range(4)]
+            warm_bodies = [s.advance(0) for s in warm]
+            for proxy in proxies.values():
+                await wave(client, [proxy], warm_bodies, warm, 0)
+            upstream.take()
+            for turn in range(args.turns):
+                order = list(CONFIGS)
+                random.Random(turn).shuffle(order)  # every configuration runs early and late, after each other
+                for config in order:
+                    bodies = [s.advance(turn) for s in sessions[config]]
+                    groups = [p.proc.pid for p in targets[config]]
+                    cpu_before = sum(group_cpu_seconds(g) for g in groups)
+                    evalsha_before = redis_evalsha(redis_server) if config in ("redis", "replicas") else 0
+                    took, failed = await wave(client, targets[config], bodies, sessions[config], turn)
+                    spent = sum(group_cpu_seconds(g) for g in groups) - cpu_before
+                    cpu[config] += spent
+                    per_turn[config].append((statistics.median(took) if took else float("nan"), spent))
+                    if config in ("redis", "replicas"):
+                        evalsha[config] += redis_evalsha(redis_server) - evalsha_before
+                    latencies[config] += took
+                    await asyncio.sleep(1)  # let the proxies' after-response work finish before the next wave
+                    errors[config] += failed
+                    for record in upstream.take():
+                        body = json.loads(record["body"])
+                        index = next(i for i, s in enumerate(sessions[config]) if s.tag in record["body"])
+                        upstream_bodies[config][index].append(body)
+                print(f"turn {turn + 1}/{args.turns} done", flush=True)
+        requests = args.sessions * args.turns
+        reference = upstream_bodies["memory"]
+        report: dict = {"sessions": args.sessions, "turns": args.turns, "configs": {}}
+        for config in CONFIGS:
+            stable, lost, monotone, most_heads = True, False, True, 0
+            for i, bodies in upstream_bodies[config].items():
+                sent = sessions[config][i].requests
+                lost |= len(bodies) != len(sent) or any(
+                    roles(b["messages"]) != roles(r["messages"]) for b, r in zip(bodies, sent))
+                monotone &= all(later["messages"][: len(earlier["messages"])] == earlier["messages"]
+                                for earlier, later in zip(bodies, bodies[1:]))
+                most_heads = max(most_heads, len({head_of(b) for b in bodies}))
+                if config in AGAINST:  # one head per session, the same as the single proxy's
+                    stable &= len({head_of(b) for b in bodies} | {head_of(b) for b in reference[i]}) == 1
+            entry = {
+                "requests": len(latencies[config]) + errors[config],
+                "p50_ms": statistics.median(latencies[config]) if latencies[config] else None,
+                "p90_ms": percentile(latencies[config], 0.9) if latencies[config] else None,
+                "cpu_ms_per_request": 1000 * cpu[config] / requests,
+                "errors": errors[config],
+                "nothing_lost": not lost,
+                "prefix_monotone": monotone,
+                "most_heads_in_a_session": most_heads,
+            }
+            if config in AGAINST:
+                entry["heads_stable"] = stable
+            if config in ("redis", "replicas"):
+                entry["redis_calls_per_request"] = evalsha[config] / requests
+            report["configs"][config] = entry
+        report["store_fallbacks"] = fallback_lines([proxies["redis-a"], proxies["redis-b"]])
+        # The count above can only be trusted if a fallback shows up where it is read: stop
+        # Redis, send one more request, and look for its line.
+        redis_server.stop()
+        extra = Session(0, 1, "check")
+        async with httpx.AsyncClient(timeout=120, limits=httpx.Limits(max_keepalive_connections=0)) as client:
+            _, failed = await wave(client, [proxies["redis-a"]], [extra.advance(0)], [extra], 0)
+        await asyncio.sleep(1)
+        after = fallback_lines([proxies["redis-a"]])
+        report["fallback_check"] = {"errors": failed, "lines_before": report["store_fallbacks"], "lines_after": after,
+                                    "detected": after > report["store_fallbacks"]}
+        for config, against in AGAINST.items():
+            entry, base = report["configs"][config], report["configs"][against]
+            entry["against"] = against
+            entry["p50_ratio"] = entry["p50_ms"] / base["p50_ms"]
+            entry["cpu_ratio"] = entry["cpu_ms_per_request"] / base["cpu_ms_per_request"]
+            # The same ratios turn by turn (waves minutes apart see different machine load): their medians.
+            pairs = list(zip(per_turn[config], per_turn[against]))
+            entry["p50_ratio_turn_median"] = statistics.median(a[0] / b[0] for a, b in pairs)
+            entry["cpu_ratio_turn_median"] = statistics.median(a[1] / b[1] for a, b in pairs if b[1] > 0)
+        return report
+    finally:
+        for proxy in proxies.values():
+            proxy.stop()
+        redis_server.stop()
+        upstream.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sessions", type=int, default=32)
+    parser.add_argument("--turns", type=int, default=10)
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "load.json"))
+    args = parser.parse_args()
+    started = time.monotonic()
+    report = asyncio.run(run(args))
+    report["machine"] = {"python": platform.python_version(), "cpus": os.cpu_count(),
+                         "seconds": round(time.monotonic() - started)}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
+    print(f"\n{args.sessions} concurrent sessions x {args.turns} turns, one run "
+          f"({report['machine']['seconds']} s, {os.cpu_count()} CPUs):")
+    print("| config | p50 ms | p90 ms | p50 vs without plugin | proxy CPU ms/request | CPU vs without | errors | "
+          "Redis calls/request | heads per session | heads stable |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for config, e in report["configs"].items():
+        ratio = f"{e['p50_ratio']:.2f}x ({e['p50_ratio_turn_median']:.2f}x)" if "p50_ratio" in e else "-"
+        cpu_ratio = (f"{(e['cpu_ratio'] - 1) * 100:+.0f}% ({(e['cpu_ratio_turn_median'] - 1) * 100:+.0f}%)"
+                     if "cpu_ratio" in e else "-")
+        calls = f"{e['redis_calls_per_request']:.2f}" if "redis_calls_per_request" in e else "-"
+        stable = {True: "yes", False: "NO"}.get(e.get("heads_stable"), "-")
+        print(f"| {config} | {e['p50_ms']:.0f} | {e['p90_ms']:.0f} | {ratio} | {e['cpu_ms_per_request']:.1f} | "
+              f"{cpu_ratio} | {e['errors']} | {calls} | {e['most_heads_in_a_session']} | {stable} |")
+    print("(in brackets: the median over the turns of the same ratio, turn by turn)")
+    plugin = [e for c, e in report["configs"].items() if c in AGAINST]
+    print(f"store fallbacks logged (redis proxies): {report['store_fallbacks']} (a stopped Redis afterwards: "
+          f"detected {report['fallback_check']['detected']}, errors {report['fallback_check']['errors']}); nothing lost: "
+          f"{all(e['nothing_lost'] for e in report['configs'].values())}; every turn a prefix of the next "
+          f"(plugin): {all(e['prefix_monotone'] for e in plugin)}")
+    print(f"written to {args.out}")
+
+
+if __name__ == "__main__":
+    main()

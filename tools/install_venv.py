@@ -1,0 +1,72 @@
+"""Install requirements into the virtualenv that runs this script: with uv when it can, else pip.
+
+    .venv/bin/python tools/install_venv.py -e '.[servers]'
+
+The Makefile's installer. uv (a prebuilt wheel from PyPI, installed into the same
+virtualenv by pip) installs LiteLLM's proxy and its ~150 dependencies in about 15 s on 2
+cores, where pip took 50 s on an idle machine and 150 s on a busy one: that is what keeps
+`make run` on a fresh clone within two minutes. uv follows pip's configuration here
+(``pip config list``: pip.conf files and PIP_* variables; index, extra indexes,
+find-links, certificate, constraints) and chooses among indexes as pip does. Any failure
+of uv falls back to pip with the same arguments; ``LITELLM_PREFIX_PIP_ONLY=1`` skips uv.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+PIP = [sys.executable, "-m", "pip"]
+QUIET = ["--quiet", "--disable-pip-version-check"]
+
+
+def pip_config() -> dict[str, list[str]]:
+    """pip's effective options (files and environment), later sources winning: key -> values."""
+    out = subprocess.run([*PIP, "config", "list"], capture_output=True, text=True).stdout
+    found: dict[str, list[str]] = {}
+    for line in out.splitlines():
+        name, _, value = line.partition("=")
+        key = name.rsplit(".", 1)[-1]
+        value = value.strip().strip("'\"")
+        if key and value:
+            found[key] = value.split()
+    return found
+
+
+def uv_options(config: dict[str, list[str]]) -> list[str]:
+    options = ["--native-tls", "--index-strategy", "unsafe-best-match"]  # pip's choice among indexes
+    for url in config.get("index-url", [])[:1]:
+        options += ["--default-index", url]
+    for url in config.get("extra-index-url", []):
+        options += ["--index", url]
+    for place in config.get("find-links", []):
+        options += ["--find-links", place]
+    for path in config.get("constraint", []):
+        options += ["--constraints", path]
+    return options
+
+
+def run(cmd: list[str], env: dict[str, str] | None = None) -> bool:
+    return subprocess.run(cmd, env=env).returncode == 0
+
+
+def main(args: list[str]) -> int:
+    if not os.environ.get("LITELLM_PREFIX_PIP_ONLY"):
+        uv = Path(sys.executable).parent / "uv"
+        if uv.is_file() or run([*PIP, "install", *QUIET, "uv"]):
+            config = pip_config()
+            env = dict(os.environ)
+            for cert in config.get("cert", [])[:1]:
+                env.setdefault("SSL_CERT_FILE", cert)
+            cmd = [str(uv), "pip", "install", "--quiet", "--python", sys.executable, *uv_options(config), *args]
+            if run(cmd, env):
+                return 0
+            print(f"uv could not install ({shlex.join(cmd)}); installing with pip instead", file=sys.stderr)
+    # No .pyc for all of LiteLLM up front: Python writes them for what it imports.
+    return 0 if run([*PIP, "install", *QUIET, "--no-compile", *args]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
