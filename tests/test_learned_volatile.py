@@ -331,10 +331,10 @@ def run_prefix(st: Stabilizer, heads, times, turn, session):
 def _restarted(store: MemoryStore) -> MemoryStore:
     """A new process: every journal serialised and read back, the blob space carried over."""
     fresh = MemoryStore(100, 3600)
-    for key, (_, raw) in list(store._journals.items()):
+    for key, (_, raw, refs) in list(store._journals.items()):
         journal = Journal.from_json(json.loads(raw))
         assert Journal.from_json(json.loads(journal.encoded())) == journal
-        fresh._journals[key] = (1, journal.encoded())
+        fresh._journals[key] = (1, journal.encoded(), refs)
     for digest, text in store._texts.items():
         fresh._texts[digest] = text
     return fresh

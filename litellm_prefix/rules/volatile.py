@@ -47,6 +47,7 @@ from functools import lru_cache
 
 from ..context import Context, Event
 from ..journal import Journal, LearnedLine, LearnState, Note, content_hash
+from ..sections import segment_memo
 from ..view import View
 from .notes import tail_anchor
 
@@ -102,7 +103,7 @@ def _pin_named_spans(view: View, journal: Journal, ctx: Context) -> tuple[View, 
     events: list[Event] = []
     rules = ctx.settings.volatile_rules
     if rules and view.head:
-        head, journal = _pin_in_texts(list(view.head), rules, journal, ctx, events)
+        head, journal = _pin_in_texts(list(view.head), rules, journal, ctx, events, search=_known_search)
         if tuple(head) != view.head:
             view = view.replace(head=tuple(head))
     rules = ctx.settings.tool_volatile_rules
@@ -117,11 +118,20 @@ def _pin_named_spans(view: View, journal: Journal, ctx: Context) -> tuple[View, 
     return view, journal, events
 
 
-def _pin_in_texts(texts: list[str], rules, journal: Journal, ctx: Context, events: list[Event]):
-    """Pin each rule's first match in ``texts`` (changed in place); note a changed value once."""
+def _known_search(pattern: "re.Pattern[str]", text: str) -> "re.Match[str] | None":
+    """``pattern.search(text)``, remembered with the head text (a session's head repeats every turn,
+    and a multi-line pattern is tried at every position of a long head)."""
+    return segment_memo(text, ("volatile-search", pattern.pattern, pattern.flags), pattern.search)
+
+
+def _pin_in_texts(texts: list[str], rules, journal: Journal, ctx: Context, events: list[Event],
+                  search=lambda pattern, text: pattern.search(text)):
+    """Pin each rule's first match in ``texts`` (changed in place); note a changed value once.
+
+    A remembered match may belong to an equal text object: only its offsets are used."""
     for name, pattern in rules:
         for index, text in enumerate(texts):
-            match = pattern.search(text)
+            match = search(pattern, text)
             if match:
                 break
         else:
