@@ -30,7 +30,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent / "tests"))
+sys.path.insert(0, str(HERE))
 
+from make_scenarios import write_sessions  # noqa: E402
 from agent_requests import (  # noqa: E402
     MCP_TOOLS,
     claude_code_body,
@@ -204,13 +206,7 @@ AGENTS = {"claude-code": claude_code, "opencode": opencode, "codex": codex, "unk
 
 
 def main() -> None:
-    for name, build in AGENTS.items():
-        for variant in ("noisy", "clean"):
-            path = HERE / f"agents-{name}.{variant}.jsonl"
-            with path.open("w", encoding="utf-8") as fh:
-                for line in build(variant == "noisy"):
-                    fh.write(json.dumps(line, ensure_ascii=False, sort_keys=True) + "\n")
-            print(path)
+    write_sessions(AGENTS, prefix="agents-")
 
 
 if __name__ == "__main__":

@@ -183,14 +183,19 @@ def codex(noisy: bool) -> list[dict]:
     return lines
 
 
-def main() -> None:
-    for name, build in (("pi", pi), ("claude-code", claude_code), ("codex", codex)):
+def write_sessions(builders, prefix: str = "") -> None:
+    """Write ``<prefix><name>.noisy.jsonl`` and ``.clean.jsonl`` for each ``name: build(noisy)``."""
+    for name, build in builders.items():
         for variant in ("noisy", "clean"):
-            path = HERE / f"{name}.{variant}.jsonl"
+            path = HERE / f"{prefix}{name}.{variant}.jsonl"
             with path.open("w", encoding="utf-8") as fh:
                 for line in build(variant == "noisy"):
                     fh.write(json.dumps(line, ensure_ascii=False, sort_keys=True) + "\n")
             print(path)
+
+
+def main() -> None:
+    write_sessions({"pi": pi, "claude-code": claude_code, "codex": codex})
 
 
 if __name__ == "__main__":
