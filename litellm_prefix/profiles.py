@@ -22,6 +22,7 @@ from fnmatch import fnmatchcase
 from functools import lru_cache
 from typing import Any
 
+from .sections import segment_memo
 from .settings import Settings
 
 BILLING_PREFIX = "x-anthropic-billing-header:"
@@ -174,17 +175,21 @@ def _by_headers(headers: Mapping[str, Any]) -> Profile | None:
 
 
 def _by_head(head: Sequence[str]) -> Profile | None:
-    # Anchored matches and substring searches only: this runs on every request without headers.
-    segments = head[:3]
+    # Anchored matches and substring searches only; what each segment matches is remembered with
+    # the segment's text (a session's head repeats every turn, and both hooks ask).
+    matched = [segment_memo(segment, "profiles", _profiles_matching) for segment in head[:3]]
     for profile in PROFILES:
-        for pattern in profile.head_signature:
-            rx = _re(pattern)
-            if any(rx.match(segment) for segment in segments):
-                return profile
-        for marker in profile.head_markers:
-            if any(segment.find(marker, 0, 20000) != -1 for segment in segments):
-                return profile
+        if any(profile.name in names for names in matched):
+            return profile
     return None
+
+
+def _profiles_matching(segment: str) -> frozenset[str]:
+    """The names of the profiles whose head signature or marker this one segment shows."""
+    return frozenset(
+        profile.name for profile in PROFILES
+        if any(_re(pattern).match(segment) for pattern in profile.head_signature)
+        or any(segment.find(marker, 0, 20000) != -1 for marker in profile.head_markers))
 
 
 def detect(data: Mapping[str, Any], head: Sequence[str], settings: Settings,
