@@ -4,7 +4,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-# uv when it can (several times faster than pip for LiteLLM's ~150 packages), pip otherwise.
+# pip (it picks the best wheel across every configured index); LITELLM_PREFIX_UV=1: uv, faster.
 INSTALL := $(BIN)/python tools/install_venv.py
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 

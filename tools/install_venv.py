@@ -1,14 +1,16 @@
-"""Install requirements into the virtualenv that runs this script: with uv when it can, else pip.
+"""Install requirements into the virtualenv that runs this script: with pip, or uv when asked.
 
     .venv/bin/python tools/install_venv.py -e '.[servers]'
 
-The Makefile's installer. uv (a prebuilt wheel from PyPI, installed into the same
-virtualenv by pip) installs LiteLLM's proxy and its ~150 dependencies in about 15 s on 2
-cores, where pip took 50 s on an idle machine and 150 s on a busy one: that is what keeps
-`make run` on a fresh clone within two minutes. uv follows pip's configuration here
-(``pip config list``: pip.conf files and PIP_* variables; index, extra indexes,
-find-links, certificate, constraints) and chooses among indexes as pip does. Any failure
-of uv falls back to pip with the same arguments; ``LITELLM_PREFIX_PIP_ONLY=1`` skips uv.
+The Makefile's installer. pip by default: it compares every configured index's files and
+takes the best wheel for this machine. uv (``LITELLM_PREFIX_UV=1``; a prebuilt wheel from
+PyPI, installed into the same virtualenv by pip) is about three times faster on a cold
+cache, but it takes a version's files from the first index that lists that version: with a
+local mirror configured before PyPI that holds only the pure-Python ``soundfile`` wheel
+(no bundled libsndfile), it installed that one and LiteLLM's proxy failed to start. uv
+follows pip's configuration here (``pip config list``: pip.conf files and PIP_* variables;
+index, extra indexes, find-links, certificate, constraints); any failure of uv falls back
+to pip with the same arguments.
 """
 from __future__ import annotations
 
@@ -53,7 +55,7 @@ def run(cmd: list[str], env: dict[str, str] | None = None) -> bool:
 
 
 def main(args: list[str]) -> int:
-    if not os.environ.get("LITELLM_PREFIX_PIP_ONLY"):
+    if os.environ.get("LITELLM_PREFIX_UV") == "1":
         uv = Path(sys.executable).parent / "uv"
         if uv.is_file() or run([*PIP, "install", *QUIET, "uv"]):
             config = pip_config()
