@@ -315,13 +315,15 @@ async def test_redis_answering_slowly_under_concurrency(redis_server):
     try:
         await asyncio.sleep(0.1)
 
-        async def timed(client):
-            client.user("again")
+        async def timed(request):
             started = time.monotonic()
-            out = await st.stabilize(client.request())
+            out = await st.stabilize(request)
             return time.monotonic() - started, out
 
-        results = await asyncio.gather(*(timed(c) for c in clients))
+        for client in clients:
+            client.user("again")
+        requests = [client.request() for client in clients]  # built before the clock starts
+        results = await asyncio.gather(*(timed(r) for r in requests))
         assert max(elapsed for elapsed, _ in results) < 2 * budget + 0.4  # + the loop running 16 transforms
         assert all(out["messages"][-1] == {"role": "user", "content": "again"} for _, out in results)
         assert st.stats["store_fallbacks"] >= 16 and st.stats["errors"] == 0
