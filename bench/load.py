@@ -53,7 +53,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import httpx  # noqa: E402
 from procs import Proxy, RedisServer, Upstream, proxy_config  # noqa: E402
-from sessions import NOTIFICATION, PiClient, removed, updated  # noqa: E402
+from sessions import PiClient, memory_flip_turn  # noqa: E402
 
 CONFIGS = ("baseline", "memory", "redis", "baseline-2", "replicas")
 AGAINST = {"memory": "baseline", "redis": "baseline", "replicas": "baseline-2"}
@@ -93,18 +93,7 @@ class Session:
 
     def advance(self, turn: int) -> bytes:
         client = self.client
-        if turn == 3:
-            client.user(NOTIFICATION)
-            client.system(removed("todo"))
-            client.tool_round()
-            client.user(f"{self.tag} queued follow-up")
-            client.system(updated("todo", "- [ ] ship"))
-        else:
-            client.user(f"{self.tag} typed {turn}")
-        if turn == 2:
-            client.memory.append("Deploys frozen on Fridays")
-        if turn == 6:
-            client.memory.remove("Project uses uv")
+        memory_flip_turn(client, turn, label=f"{self.tag} ")
         request = client.request()
         del request["metadata"]  # the session id travels in x-session-id, as from a client
         self.requests.append(request)

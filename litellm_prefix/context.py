@@ -10,6 +10,7 @@ except ImportError:  # pragma: no cover - orjson comes with litellm[proxy]
     orjson = None
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from .settings import Settings
@@ -36,6 +37,24 @@ class Target:
     # Vertex Claude).
     accepts_prompt_cache_key: bool = False
     reads_cache_control: bool = False
+
+
+@lru_cache(maxsize=1024)
+def _cost_map_entry(model: str, provider: str) -> Mapping[str, Any]:
+    try:
+        import litellm
+
+        info = litellm.get_model_info(model=model, custom_llm_provider=provider or None)
+    except Exception:
+        return {}
+    return info if isinstance(info, Mapping) else {}
+
+
+def cost_map_value(model: str, provider: str, key: str, kind: type) -> Any:
+    """One field of LiteLLM's cost map for a model (``None`` when unknown or not of ``kind``);
+    the lookup is cached per (model, provider)."""
+    value = _cost_map_entry(model, provider).get(key)
+    return value if isinstance(value, kind) and (kind is bool or not isinstance(value, bool)) else None
 
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)

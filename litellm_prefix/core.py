@@ -26,7 +26,7 @@ from .journal import Journal
 from .session import scoped_key, session_id, session_stream, tenant_of
 from .settings import Settings
 from .metrics import Stats
-from .sinks import Report, Sinks  # noqa: F401  (Report: re-exported for callers of the old location)
+from .sinks import Sinks
 from .store import build_store, journal_text_refs
 
 logger = logging.getLogger("litellm_prefix")

@@ -22,7 +22,7 @@ from typing import Any
 from litellm.integrations.custom_logger import CustomLogger
 
 from .affinity import SessionAffinity, give_session_id, session_key
-from .context import Target
+from .context import Target, cost_map_value
 from .core import Stabilizer
 from .settings import Settings, load_settings
 
@@ -39,16 +39,8 @@ def _provider_of(model: str) -> str:
         return model.split("/", 1)[0] if "/" in model else ""
 
 
-@lru_cache(maxsize=1024)
 def _cost_map_mid_system(model: str, provider: str) -> bool | None:
-    try:
-        import litellm
-
-        info = litellm.get_model_info(model=model, custom_llm_provider=provider or None)
-    except Exception:
-        return None
-    value = info.get("supports_mid_conversation_system") if isinstance(info, Mapping) else None
-    return value if isinstance(value, bool) else None
+    return cost_map_value(model, provider, "supports_mid_conversation_system", bool)
 
 
 def _declared_mid_system(model_info: Mapping[str, Any] | None) -> bool | None:

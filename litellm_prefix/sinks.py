@@ -25,13 +25,12 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 from cachetools import TTLCache
 
 from . import classify, metrics, prefix
-from .context import Event, Target
+from .context import Event, Target, cost_map_value
 from .settings import Settings
 from .symlink import ensure_symlink
 
@@ -87,16 +86,8 @@ def agent_of(events: list[Event]) -> str:
     return ""
 
 
-@lru_cache(maxsize=1024)
 def _cost_map_min_tokens(model: str, provider: str) -> int | None:
-    try:
-        import litellm
-
-        info = litellm.get_model_info(model=model, custom_llm_provider=provider or None)
-    except Exception:
-        return None
-    value = info.get("prompt_cache_min_tokens") if isinstance(info, Mapping) else None
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return cost_map_value(model, provider, "prompt_cache_min_tokens", int)
 
 
 def _usage_and_timings(kwargs: Mapping[str, Any], response: Any) -> tuple[Any, Any]:

@@ -60,3 +60,21 @@ def removed(name: str) -> str:
 
 def updated(name: str, text: str) -> str:
     return f'Updated system prompt section "{name}":\n\n<{name}>\n{text}\n</{name}>'
+
+
+def memory_flip_turn(client: PiClient, turn: int, label: str = "") -> None:
+    """Turn ``turn`` of the replica and load script, before the request: a typed prompt each
+    turn (``label`` before its text), a memory write at turn 2, a notification run that flips
+    the ``todo`` extension section at turn 3, a memory deletion at turn 6."""
+    if turn == 3:
+        client.user(NOTIFICATION)
+        client.system(removed("todo"))
+        client.tool_round()
+        client.user(f"{label}queued follow-up")
+        client.system(updated("todo", "- [ ] ship"))
+    else:
+        client.user(f"{label}typed {turn}")
+    if turn == 2:
+        client.memory.append("Deploys frozen on Fridays")
+    if turn == 6:
+        client.memory.remove("Project uses uv")

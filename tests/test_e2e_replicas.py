@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from sessions import NOTIFICATION, PiClient, removed, updated
+from sessions import PiClient, memory_flip_turn, removed
 
 pytestmark = pytest.mark.e2e
 
@@ -25,18 +25,7 @@ def test_alternating_replicas_send_byte_identical_heads_and_lose_nothing(replica
                       session="replicated-session-1")
     sent = []
     for turn in range(10):
-        if turn == 3:
-            client.user(NOTIFICATION)
-            client.system(removed("todo"))
-            client.tool_round()
-            client.user("queued follow-up")
-            client.system(updated("todo", "- [ ] ship"))
-        else:
-            client.user(f"typed {turn}")
-        if turn == 2:
-            client.memory.append("Deploys frozen on Fridays")
-        if turn == 6:
-            client.memory.remove("Project uses uv")
+        memory_flip_turn(client, turn)
         request = client.request()
         sent.append(request)
         replica = replicas[turn % 2]
