@@ -33,6 +33,34 @@ logger = logging.getLogger("litellm_prefix")
 
 SAVE_ATTEMPTS = 3
 
+# The top-level fields a wire adapter reads a request's view from.
+_VIEW_FIELDS = ("messages", "tools", "system", "input", "instructions")
+
+
+def _same(value: Any, written: Any) -> bool:
+    return value is written or (type(value) is type(written) and value == written)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Applied:
+    """What the transform left in a call it rewrote: the view's objects as written, under which
+    adapter, settings and target, and the session key (the provider hints derive from it)."""
+
+    shape: str
+    objects: tuple[Any, ...]
+    model_settings: Settings  # the model's settings, before the agent profile's presets
+    settings: Settings  # with them
+    target: Target
+    key: str | None
+    agent: str | None
+
+    def holds(self, data: Mapping[str, Any], shape: str, settings: Settings, target: Target) -> bool:
+        """The request still carries exactly the objects written, for the same adapter, settings and
+        target: the stateless rules (idempotent) would change nothing."""
+        # (LiteLLM hands the deployment hook a copy of the tools list: equal, not the same object.)
+        return (shape == self.shape and all(_same(data.get(k), o) for k, o in zip(_VIEW_FIELDS, self.objects))
+                and target == self.target and (settings is self.model_settings or settings == self.model_settings))
+
 
 def is_warmup_ping(data: Mapping[str, Any]) -> bool:
     """``max_tokens: 1`` (or its Responses/new-OpenAI names): a cache warm-up, not a turn."""
@@ -52,7 +80,7 @@ class Stabilizer:
         # after the pre-call hook (the deployment hook), on retries and fallbacks, and, for
         # /v1/messages served through another provider's API, translated into that API's
         # shape: history-dependent rules run once per call, on the client's own request.
-        self.applied: TTLCache[str, bool] = TTLCache(maxsize=16384, ttl=900)
+        self.applied: TTLCache[str, Applied] = TTLCache(maxsize=16384, ttl=900)
         self.clock = time.time  # the time rules see (Context.now); tests replace it
 
     # -- the transform -------------------------------------------------------------
@@ -80,7 +108,12 @@ class Stabilizer:
             if adapter is None:
                 self.stats["skipped_shape"] += 1
                 return data
-            settings = self.settings.for_model(model_names, model_info)
+            settings = model_settings = self.settings.for_model(model_names, model_info)
+            call_id = data.get("litellm_call_id") if isinstance(data.get("litellm_call_id"), str) else None
+            applied = self.applied.get(call_id) if call_id else None
+            if applied is not None and applied.holds(data, adapter.name, settings, target or Target()):
+                # The deployment hook on the very objects the pre-call hook wrote: nothing to redo.
+                return self._unchanged_since_applied(data, call_type, applied, hints, started, model_names)
             view = adapter.read(data)
             # The agent's profile (data, not branches): its presets merge into this request's settings.
             profile = profiles.detect(data, view.head, settings, model_names)
@@ -88,8 +121,7 @@ class Stabilizer:
             agent = profile.name if profile is not None else None
             ctx = Context(settings=settings, target=target or Target(), client_body=view.body,
                           ping=is_warmup_ping(data))
-            call_id = data.get("litellm_call_id") if isinstance(data.get("litellm_call_id"), str) else None
-            if call_id and call_id in self.applied:
+            if applied is not None:
                 new_view, _, events = pipeline.run(view, Journal(), ctx, pipeline.STATELESS_RULES)
                 key, drift = None, None
             else:
@@ -111,16 +143,33 @@ class Stabilizer:
             return data
         data.update(updates)
         if hints:
-            events = events + self._apply_hints(data, adapter.name, ctx, key, view, api_key_hash, team_id)
+            events = events + self._apply_hints(data, adapter.name, ctx, key if applied is None else applied.key,
+                                                view, api_key_hash, team_id)
         self.stats["requests"] += 1
         if updates:
             self.stats["rewritten"] += 1
         if call_id:
-            self.applied[call_id] = True
+            self.applied[call_id] = Applied(adapter.name, tuple(data.get(k) for k in _VIEW_FIELDS), model_settings, settings,
+                                            target or Target(), key if applied is None else applied.key, agent)
         if agent:  # reported like a rule's event: every sink reads the agent from the events
             events = [Event("agent", {"name": agent}), *events]
         self.sinks.transformed(call_id, key, data, adapter.name, events, drift, settings, target,
                                model_group=next((n for n in model_names if n), ""),
+                               seconds=time.perf_counter() - started, sessions_held=self._sessions_held())
+        return data
+
+    def _unchanged_since_applied(self, data, call_type, applied: Applied, hints: bool, started: float,
+                                 model_names: tuple[str, ...]) -> MutableMapping[str, Any]:
+        self.stats["requests"] += 1
+        self.stats["unchanged_since_applied"] += 1
+        events: list[Event] = []
+        if hints:
+            ctx = Context(settings=applied.settings, target=applied.target)
+            events = self._apply_hints(data, applied.shape, ctx, applied.key, None, None, None)
+        if applied.agent:
+            events = [Event("agent", {"name": applied.agent}), *events]
+        self.sinks.transformed(data.get("litellm_call_id"), None, data, applied.shape, events, None, applied.settings,
+                               applied.target, model_group=next((n for n in model_names if n), ""),
                                seconds=time.perf_counter() - started, sessions_held=self._sessions_held())
         return data
 

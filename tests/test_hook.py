@@ -137,3 +137,50 @@ async def test_a_failing_deployment_lookup_still_stabilizes(monkeypatch, caplog)
     out = await handler.async_pre_call_hook(None, None, _noisy_request(), "acompletion")
     assert "/srv/pi-home/docs" in out["messages"][0]["content"]
     assert "could not resolve the deployment" in caplog.text
+
+
+async def _pre_then_deployment(handler, data, between=None, model_info=None):
+    data = {**data, "model": "openai/gpt-4o", "litellm_call_id": "call-1"}
+    first = await handler.async_pre_call_hook(None, None, data, "acompletion")
+    kwargs = dict(first, tools=list(first["tools"]))  # LiteLLM hands the deployment hook a copy of the tools list
+    if between is not None:
+        between(kwargs)
+    if model_info is not None:
+        kwargs["model_info"] = model_info
+    return first, await handler.async_pre_call_deployment_hook(kwargs, "acompletion")
+
+
+async def test_deployment_hook_on_the_objects_the_pre_call_hook_wrote_redoes_nothing(monkeypatch):
+    settings = Settings(path_check="absolute", stable_path="/srv/pi-home")
+    fast = PrefixStabilizer(settings)
+    first, out = await _pre_then_deployment(fast, _noisy_request())
+    assert fast.core.stats["unchanged_since_applied"] == 1
+    assert out["messages"] is first["messages"] and out["tools"] == first["tools"]
+    # The same bytes and the same provider hint as running the stateless rules again.
+    monkeypatch.setattr("litellm_prefix.core.Applied.holds", lambda *a: False)
+    slow = PrefixStabilizer(settings)
+    _, again = await _pre_then_deployment(slow, _noisy_request())
+    assert slow.core.stats["unchanged_since_applied"] == 0
+    assert out["messages"] == again["messages"] and out["tools"] == again["tools"]
+    assert out["prompt_cache_key"] == again["prompt_cache_key"]
+
+
+async def test_a_request_changed_after_the_pre_call_hook_is_stabilized_again():
+    handler = PrefixStabilizer(Settings(path_check="absolute", stable_path="/srv/pi-home"))
+    order = shuffled(TOOL_NAMES, 3)
+    other = pi_system_prompt(root=install_root("c"), tool_order=order)
+
+    def another_callback(kwargs):  # e.g. a prompt-management callback swapping the system message
+        kwargs["messages"] = [{"role": "system", "content": other}, *kwargs["messages"][1:]]
+
+    _, out = await _pre_then_deployment(handler, _noisy_request(), between=another_callback)
+    assert handler.core.stats["unchanged_since_applied"] == 0
+    assert install_root("c") not in out["messages"][0]["content"]
+    assert "/srv/pi-home/docs" in out["messages"][0]["content"]
+
+
+async def test_a_deployment_with_other_settings_runs_the_rules_again():
+    handler = PrefixStabilizer(Settings(path_check="absolute"))
+    _, out = await _pre_then_deployment(handler, _noisy_request(),
+                                        model_info={"litellm_prefix": {"pathCheck": "exists"}})
+    assert handler.core.stats["unchanged_since_applied"] == 0
