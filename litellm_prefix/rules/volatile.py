@@ -47,7 +47,7 @@ from functools import lru_cache
 
 from ..context import Context, Event
 from ..journal import Journal, LearnedLine, LearnState, Note, content_hash
-from ..sections import segment_memo
+from ..sections import segment_memo, text_digest
 from ..view import View
 from .notes import tail_anchor
 
@@ -212,10 +212,7 @@ def candidate_lines(head: tuple[str, ...]) -> dict[str, str]:
     found: dict[str, str] = {}
     repeated: set[str] = set()
     for segment in head:
-        for line in segment.split("\n"):  # measured: faster than one multi-line regex over the segment
-            if len(line) > MAX_LINE_CHARS or not _has_digit(line):
-                continue
-            key = shape_key(line)
+        for key, line in segment_memo(segment, "digit lines", _digit_lines):
             if key in repeated:
                 continue
             if key in found:
@@ -224,6 +221,12 @@ def candidate_lines(head: tuple[str, ...]) -> dict[str, str]:
                 continue
             found[key] = line
     return found
+
+
+def _digit_lines(segment: str) -> tuple[tuple[str, str], ...]:
+    """(shape key, line) of each line of a segment that may be learned, in order (remembered per segment text)."""
+    return tuple((shape_key(line), line) for line in segment.split("\n")  # faster than a multi-line regex
+                 if len(line) <= MAX_LINE_CHARS and _has_digit(line))
 
 
 def _parse_lines(encoded: str) -> dict[str, str]:
@@ -268,7 +271,7 @@ def _pin_learned_lines(view: View, journal: Journal, ctx: Context) -> tuple[View
             line = dataclasses.replace(line, told=line.pinned, told_at=None)
             events.append(Event("volatile", {"name": "learned", "action": "reseed", "line": line.key}))
         learned[line.key] = line
-    head_hash = content_hash("\x00".join(content_hash(segment) for segment in view.head))
+    head_hash = content_hash("\x00".join(text_digest(segment) for segment in view.head))
     texts: dict[str, str] = {}
     if head_hash == state.head:
         lines = state.lines
