@@ -23,6 +23,7 @@ from cachetools import TTLCache
 from . import pipeline, profiles, wire
 from .context import Context, Event, Target
 from .journal import Journal
+from .view import field_of
 from .session import scoped_key, session_id, session_stream, tenant_of
 from .settings import Settings
 from .metrics import Stats
@@ -53,6 +54,7 @@ class Applied:
     target: Target
     key: str | None
     agent: str | None
+    affinity_key: str | None = None  # affinity.session_key of the client's request (no subagent stream)
 
     def holds(self, data: Mapping[str, Any], shape: str, settings: Settings, target: Target) -> bool:
         """The request still carries exactly the objects written, for the same adapter, settings and
@@ -121,14 +123,17 @@ class Stabilizer:
             agent = profile.name if profile is not None else None
             ctx = Context(settings=settings, target=target or Target(), client_body=view.body,
                           ping=is_warmup_ping(data))
+            affinity_key = None
             if applied is not None:
                 new_view, _, events = pipeline.run(view, Journal(), ctx, pipeline.STATELESS_RULES)
                 key, drift = None, None
             else:
-                session = session_id(data, view, profile)[0]
+                session, source = session_id(data, view, profile)
                 stream = session_stream(data, view, profile)  # a subagent: its own stream in the session
-                key = scoped_key(tenant_of(data, api_key_hash, team_id),
-                                 session if stream is None else f"{session}\x00{stream}")
+                tenant = tenant_of(data, api_key_hash, team_id)
+                key = scoped_key(tenant, session if stream is None else f"{session}\x00{stream}")
+                affinity_key = None if source == "first user message" and not any(
+                    field_of(item, "role") == "user" for item in view.body) else scoped_key(tenant, session)
                 new_view, events = await self._run_with_journal(view, ctx, key)
                 drift = next((e.data for e in events if e.kind == "drift"), None)
             updates = adapter.write(data, new_view) if new_view is not view else {}
@@ -150,7 +155,8 @@ class Stabilizer:
             self.stats["rewritten"] += 1
         if call_id:
             self.applied[call_id] = Applied(adapter.name, tuple(data.get(k) for k in _VIEW_FIELDS), model_settings, settings,
-                                            target or Target(), key if applied is None else applied.key, agent)
+                                            target or Target(), key if applied is None else applied.key, agent,
+                                            affinity_key if applied is None else applied.affinity_key)
         if agent:  # reported like a rule's event: every sink reads the agent from the events
             events = [Event("agent", {"name": agent}), *events]
         self.sinks.transformed(call_id, key, data, adapter.name, events, drift, settings, target,
@@ -241,6 +247,14 @@ class Stabilizer:
     def _sessions_held(self) -> int | None:
         journals = getattr(self.local_store, "_journals", None)
         return len(journals) if journals is not None else None
+
+    def affinity_key(self, call_id: Any) -> str | None:
+        """The affinity session key the transform computed for this call (None: not transformed)."""
+        applied = self.applied.get(call_id) if isinstance(call_id, str) else None
+        return applied.affinity_key if applied is not None else None
+
+    def transformed_call(self, call_id: Any) -> bool:
+        return isinstance(call_id, str) and call_id in self.applied
 
     def response_headers(self, call_id: str | None) -> dict[str, str]:
         return self.sinks.response_headers(call_id)

@@ -201,7 +201,11 @@ class PrefixStabilizer(CustomLogger):
         except Exception as exc:
             logger.warning("litellm-prefix: could not resolve the deployment (%s)", type(exc).__name__)
             target, model_info, model, api_key_hash, team_id = Target(model=str(data.get("model", ""))), None, "", None, None
-        key = self._session_key_for_affinity(data, call_type, api_key_hash, team_id)
+        call_id = data.get("litellm_call_id")
+        # The affinity key comes with the transform (one read of the client's request); computed
+        # here only for a call the transform cannot name (no call id) or did not take.
+        key = None if isinstance(call_id, str) else self._session_key_for_affinity(data, call_type, api_key_hash,
+                                                                                    team_id)
         result = await self.core.stabilize(
             data,
             call_type,
@@ -211,6 +215,11 @@ class PrefixStabilizer(CustomLogger):
             api_key_hash=api_key_hash if isinstance(api_key_hash, str) else None,
             team_id=team_id if isinstance(team_id, str) else None,
         )
+        if isinstance(call_id, str):
+            if self.core.transformed_call(call_id):
+                key = self.core.affinity_key(call_id) if self._affinity_on() else None
+            else:  # passed through (an internal error, another shape): the request is as the client sent it
+                key = self._session_key_for_affinity(data, call_type, api_key_hash, team_id)
         self._give_session_id(data, key, call_type)
         return result
 
@@ -234,7 +243,7 @@ class PrefixStabilizer(CustomLogger):
     def _session_key_for_affinity(self, data: Mapping[str, Any], call_type: Any, api_key_hash: Any,
                                   team_id: Any) -> str | None:
         """The session key, computed on the client's request before any rule runs; None when affinity is off."""
-        if not self.settings.enabled or self.settings.session_affinity == "off":
+        if not self._affinity_on():
             return None
         try:
             return session_key(data, call_type, api_key_hash if isinstance(api_key_hash, str) else None,
@@ -244,6 +253,9 @@ class PrefixStabilizer(CustomLogger):
             self.core.stats["errors"] += 1
             logger.warning("litellm-prefix: no session key for affinity (%s)", type(exc).__name__)
             return None
+
+    def _affinity_on(self) -> bool:
+        return self.settings.enabled and self.settings.session_affinity != "off"
 
     def _give_session_id(self, data: dict, key: str | None, call_type: Any) -> None:
         if key is None:

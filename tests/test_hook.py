@@ -184,3 +184,38 @@ async def test_a_deployment_with_other_settings_runs_the_rules_again():
     _, out = await _pre_then_deployment(handler, _noisy_request(),
                                         model_info={"litellm_prefix": {"pathCheck": "exists"}})
     assert handler.core.stats["unchanged_since_applied"] == 0
+
+
+def _agent_calls() -> list[tuple[str, dict]]:
+    from agent_requests import (claude_code_body, claude_code_env, claude_code_git_status, claude_code_headers,
+                                claude_code_prompt, claude_code_tools, codex_headers, opencode_headers)
+    import random
+
+    pi = chat_request(pi_system_prompt(root=install_root("a"), tool_order=TOOL_NAMES), conversation(3),
+                      openai_tools(TOOL_NAMES), metadata={"headers": {"x-session-id": "pi-7"}})
+    no_id = chat_request("You are a helpful agent. 2026-12-03 10:00", conversation(2), metadata={})
+    only_system = chat_request("You are a helpful agent.", [], metadata={})
+    codex = {"model": "chat-model", "instructions": "You are Codex.", "input": [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "fix it"}]}],
+        "metadata": {"headers": codex_headers()}}
+    claude = claude_code_body(1, [{"role": "user", "content": "hello"}], prompt=claude_code_prompt(random.Random(1)),
+                              env=claude_code_env(), git=claude_code_git_status(), tools=claude_code_tools())
+    claude["litellm_metadata"] = {"headers": claude_code_headers()}
+    opencode = chat_request("You are opencode.", conversation(1), metadata={"headers": opencode_headers()})
+    return [("acompletion", pi), ("acompletion", no_id), ("acompletion", only_system), ("aresponses", codex),
+            ("anthropic_messages", claude), ("acompletion", opencode)]
+
+
+@pytest.mark.parametrize("index", range(6))
+async def test_the_session_id_given_for_affinity_is_the_session_key_of_the_clients_request(index):
+    from litellm_prefix.affinity import client_session_id, session_key
+
+    call_type, data = _agent_calls()[index]
+    handler = PrefixStabilizer(Settings(path_check="absolute"))
+    expected = session_key(copy.deepcopy(data), call_type, None, None, settings=handler.settings,
+                           model_names=(data["model"],))
+    out = await handler.async_pre_call_hook(None, None, {**data, "litellm_call_id": f"c-{index}"}, call_type)
+    given = client_session_id(out) if expected is not None else None
+    assert given == expected
+    if expected is None:  # nothing to tell the session by: no id given
+        assert not (out.get("metadata") or {}).get("session_id")
