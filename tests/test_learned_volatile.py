@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -403,3 +404,15 @@ def test_unknown_agent_through_the_proxy_sends_one_head_upstream(proxy, upstream
             assert all(note in texts[i] for note, i in zip(notes, carried))
     for earlier, later in zip(sent, sent[1:]):
         assert later[: len(earlier)] == earlier
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.text(max_size=40), st.sampled_from(["v1.2.3", "é 7", "\u0663", "x" * 1001 + "1", "\r9"])),
+                max_size=30))
+def test_candidate_lines_of_a_segment_are_its_short_lines_holding_an_ascii_digit(lines):
+    from litellm_prefix.rules.volatile import MAX_LINE_CHARS, _digit_lines, shape_key
+
+    segment = "\n".join(lines)
+    expected = tuple((shape_key(line), line) for line in segment.split("\n")
+                     if len(line) <= MAX_LINE_CHARS and re.search(r"[0-9]", line))
+    assert _digit_lines(segment) == expected

@@ -59,7 +59,6 @@ _RUN = re.compile(
     r"|(?<![0-9A-Za-z])(?=[0-9A-F]*[0-9])[0-9A-F]{5,}(?![0-9A-Za-z])"
     r"|[0-9]+"
 )
-_has_digit = re.compile(r"[0-9]").search
 _HEX_LETTER = re.compile(r"[a-fA-F]")
 _MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\.?"
 # Calendar dates: ISO and slashed forms, day.month.year, and month names with a day and year.
@@ -223,10 +222,22 @@ def candidate_lines(head: tuple[str, ...]) -> dict[str, str]:
     return found
 
 
+# Every byte but the ASCII digits and the newline: deleted, what is left of a line tells whether it holds a digit.
+_NOT_DIGIT_OR_NEWLINE = bytes(b for b in range(256) if b not in b"0123456789\n")
+
+
 def _digit_lines(segment: str) -> tuple[tuple[str, str], ...]:
-    """(shape key, line) of each line of a segment that may be learned, in order (remembered per segment text)."""
-    return tuple((shape_key(line), line) for line in segment.split("\n")  # faster than a multi-line regex
-                 if len(line) <= MAX_LINE_CHARS and _has_digit(line))
+    """(shape key, line) of each line of a segment that may be learned, in order (remembered per segment text).
+
+    Which lines hold a digit is read from the segment's UTF-8 bytes with every other byte
+    deleted (one C pass; a regex tried line by line reads a 100 KB head ~5x slower). A UTF-8
+    multi-byte character holds no ASCII byte, so the bytes keep the text's lines."""
+    flags = segment.encode("utf-8", "surrogatepass").translate(None, _NOT_DIGIT_OR_NEWLINE).split(b"\n")
+    if not any(flags):
+        return ()
+    lines = segment.split("\n")
+    return tuple((shape_key(lines[i]), lines[i]) for i, flag in enumerate(flags)
+                 if flag and len(lines[i]) <= MAX_LINE_CHARS)
 
 
 def _parse_lines(encoded: str) -> dict[str, str]:
