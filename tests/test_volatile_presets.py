@@ -22,6 +22,8 @@ import copy
 import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from litellm_prefix.context import Target
 from litellm_prefix.core import Stabilizer
@@ -316,3 +318,26 @@ def test_claude_code_2_1_332_web_search_month_in_an_openai_tool():
         body.append({"role": "assistant", "content": "ok"})
     assert out["messages"][6] == {"role": "system",
                                   "content": volatile_note("todays-date:tools", "The current month is December 2026")}
+
+
+_FRAGMENTS = [
+    "Current date: 2026-12-03", "  Current date and time: Thursday, December 3, 2026 at 08:30:12\u202fAM UTC",
+    "Current date", "xCurrent date: 1", "Today's date: 2026-12-03", "  - The current date is: 2026-12-03",
+    "Today's date", " - Today's date: Thu Dec 03 2026", "gitStatus: This is the git status", "Recent commits:",
+    "a1b2c3d fix login", "gitStatus: ", "  - Today's date is 2026-12-03. You MUST use this year",
+    "The current month is December 2026. You MUST use this year", "\t", " ", "- ", "plain text", "é 中文",
+]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(_FRAGMENTS), st.text(max_size=12)), max_size=25),
+       st.lists(st.sampled_from(["\n", "\r\n", "\n\n", " ", ""]), min_size=25, max_size=25))
+def test_a_preset_searched_from_its_first_literal_finds_exactly_the_first_match(parts, joins):
+    from litellm_prefix.rules.volatile import search
+    from litellm_prefix.settings import TOOL_VOLATILE_PRESETS, VOLATILE_PRESETS
+
+    text = "".join(part + join for part, join in zip(parts, joins))
+    for raw in [*VOLATILE_PRESETS.values(), *TOOL_VOLATILE_PRESETS.values()]:
+        pattern = re.compile(raw)
+        full, anchored = pattern.search(text), search(pattern, text)
+        assert (full and (full.span(), full.groupdict())) == (anchored and (anchored.span(), anchored.groupdict()))

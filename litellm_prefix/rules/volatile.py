@@ -48,6 +48,7 @@ from functools import lru_cache
 from ..context import Context, Event
 from ..journal import Journal, LearnedLine, LearnState, Note, content_hash
 from ..sections import segment_memo, text_digest
+from ..settings import TOOL_VOLATILE_PRESETS, VOLATILE_PRESETS
 from ..view import View
 from .notes import tail_anchor
 
@@ -117,14 +118,35 @@ def _pin_named_spans(view: View, journal: Journal, ctx: Context) -> tuple[View, 
     return view, journal, events
 
 
+# Literals of the presets: every match holds one of its pattern's literals, on the line where the
+# match starts. A search then starts at the start of the line of the first literal found (exactly
+# the first match: no match can start on an earlier line) and a text without any is not searched:
+# a pattern that begins with ``^[ \t]*`` is otherwise tried at every position of a 500 KB head.
+_ANCHORS: dict[str, tuple[str, ...]] = {
+    VOLATILE_PRESETS["current-date"]: ("Current date",),
+    VOLATILE_PRESETS["todays-date"]: ("Today's date", "The current date is"),
+    VOLATILE_PRESETS["git-status"]: ("gitStatus: ",),
+    TOOL_VOLATILE_PRESETS["todays-date"]: ("Today's date is ", "The current month is "),
+}
+
+
+def search(pattern: "re.Pattern[str]", text: str) -> "re.Match[str] | None":
+    """``pattern.search(text)``; for a preset, from the line of its first literal (see ``_ANCHORS``)."""
+    anchors = _ANCHORS.get(pattern.pattern)
+    if anchors is None:
+        return pattern.search(text)
+    found = [at for at in (text.find(anchor) for anchor in anchors) if at != -1]
+    if not found:
+        return None
+    return pattern.search(text, text.rfind("\n", 0, min(found)) + 1)
+
+
 def _known_search(pattern: "re.Pattern[str]", text: str) -> "re.Match[str] | None":
-    """``pattern.search(text)``, remembered with the head text (a session's head repeats every turn,
-    and a multi-line pattern is tried at every position of a long head)."""
-    return segment_memo(text, ("volatile-search", pattern.pattern, pattern.flags), pattern.search)
+    """``search(pattern, text)``, remembered with the head text (a session's head repeats every turn)."""
+    return segment_memo(text, ("volatile-search", pattern.pattern, pattern.flags), lambda t: search(pattern, t))
 
 
-def _pin_in_texts(texts: list[str], rules, journal: Journal, ctx: Context, events: list[Event],
-                  search=lambda pattern, text: pattern.search(text)):
+def _pin_in_texts(texts: list[str], rules, journal: Journal, ctx: Context, events: list[Event], search=search):
     """Pin each rule's first match in ``texts`` (changed in place); note a changed value once.
 
     A remembered match may belong to an equal text object: only its offsets are used."""
