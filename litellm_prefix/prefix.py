@@ -5,8 +5,10 @@ turn, late system turns hoisted where the target hoists them; JSON by orjson her
 speed), so live measurements and offline replays count the same layout. What is kept per
 request is a ``Shape``, never the text: its length and, per part (``system``, ``tools``,
 ``messages[i]``, ``end``), its length, an 8-byte digest and one 8-byte digest per 256-byte
-piece. Each byte is hashed once per request; piece digests are memoised by the part's
-digest, so a head that repeats request after request is cut into pieces once. (SHA-1,
+piece. A long part (the head, a long tool result) is hashed once per distinct text and
+remembered with it (``sections.memo``: a repeat costs one comparison), short parts are hashed
+on every request; piece digests are memoised by the part's digest, so a head that repeats
+request after request is cut into pieces once. (SHA-1,
 truncated: change detection, not security; it is the fastest hashlib digest on CPUs
 with SHA extensions.)
 
@@ -29,6 +31,7 @@ from cachetools import LRUCache
 from .context import compact_json
 from .drift import first_difference
 from .replay import Turn, render_parts
+from .sections import memo
 
 PIECE = 256
 PIECES_FROM = 2048  # shorter parts are compared whole (a difference inside one costs at most ~500 tokens)
@@ -94,22 +97,49 @@ def _pieces(digest: bytes, data: bytes) -> bytes:
     return found
 
 
-def render(data: Mapping[str, Any], wire_name: str, target: Mapping[str, Any] | None = None) -> list[tuple[str, bytes]]:
+def render(data: Mapping[str, Any], wire_name: str, target: Mapping[str, Any] | None = None) -> list[tuple[str, str]]:
     turn = Turn("", ROUTE_OF_WIRE.get(wire_name, "chat"), data, dict(target or {}))  # type: ignore[arg-type]
-    parts = render_parts(turn, dumps=_sorted_json, tool_dumps=compact_json)
-    return [(label, text.encode("utf-8", "surrogatepass")) for label, text in parts]
+    return render_parts(turn, dumps=_sorted_json, tool_dumps=compact_json)
 
 
-def shape_of(parts: list[tuple[str, bytes]]) -> tuple[Shape, list[bytes]]:
-    """The shape of a rendered request, and its parts' bytes (for one comparison; not to be kept)."""
-    lengths = array("I", (len(data) for _, data in parts))
-    digests = [_digest(data) for _, data in parts]
-    pieces = {i: _pieces(digests[i], data) for i, (_, data) in enumerate(parts) if len(data) >= PIECES_FROM}
+def _encoded(text: str | bytes) -> bytes:
+    return text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
+
+
+def _long_part(text: str) -> tuple[int, bytes, bytes]:
+    """(length in bytes, digest, piece digests) of a long rendered part, computed once per distinct
+    text: the head and the long messages of a session repeat request after request, and comparing
+    a known text costs a ``memcmp``, not a hash of every byte."""
+    def compute(part: str) -> tuple[int, bytes, bytes]:
+        data = _encoded(part)
+        digest = _digest(data)
+        return len(data), digest, _pieces(digest, data)
+
+    return memo(text, "prefix-shape", compute)
+
+
+def shape_of(parts: list[tuple[str, str | bytes]]) -> tuple[Shape, list[str | bytes]]:
+    """The shape of a rendered request (parts as text or UTF-8 bytes), and its parts (for one
+    comparison; not to be kept)."""
+    lengths = array("I")
+    digests: list[bytes] = []
+    pieces: dict[int, bytes] = {}
+    for index, (_, text) in enumerate(parts):
+        if isinstance(text, str) and len(text) >= PIECES_FROM:
+            length, digest, cut = _long_part(text)
+        else:
+            data = _encoded(text)
+            length, digest = len(data), _digest(data)
+            cut = _pieces(digest, data) if length >= PIECES_FROM else None
+        lengths.append(length)
+        digests.append(digest)
+        if cut is not None:
+            pieces[index] = cut
     kinds = "".join(_KIND.get(label, "m") for label, _ in parts)
-    return Shape(sum(lengths), kinds, lengths, b"".join(digests), pieces), [data for _, data in parts]
+    return Shape(sum(lengths), kinds, lengths, b"".join(digests), pieces), [text for _, text in parts]
 
 
-def compare(previous: Shape, current: Shape, texts: list[bytes]) -> Shared:
+def compare(previous: Shape, current: Shape, texts: list[str | bytes]) -> Shared:
     """What ``current`` (whose parts' bytes are ``texts``) shares with ``previous``."""
     offset = 0
     old_parts, new_parts = len(previous.lengths), len(current.lengths)
@@ -127,7 +157,7 @@ def compare(previous: Shape, current: Shape, texts: list[bytes]) -> Shared:
         if old_digest == current.digests[DIGEST * i : DIGEST * (i + 1)]:
             offset += old_length
             continue
-        if i == old_parts - 1 and new_length >= old_length and _digest(texts[i][:old_length]) == old_digest:
+        if i == old_parts - 1 and new_length >= old_length and _digest(_encoded(texts[i])[:old_length]) == old_digest:
             return Shared(previous.length, True, "")  # e.g. the generation prompt, now the assistant's turn
         equal = first_difference(previous.pieces.get(i, b""), current.pieces.get(i, b"")) // DIGEST
         return Shared(offset + min(equal * PIECE, old_length, new_length), False, current.label(i))

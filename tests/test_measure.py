@@ -327,3 +327,14 @@ def test_metrics_port_serves_the_metrics_standalone(tmp_path):
         assert 'litellm_prefix_requests_total{agent="",model_group="openai/m"}' in text
     finally:
         metrics.stop_serving(port)
+
+
+@hsettings(max_examples=100, deadline=None)
+@given(st.lists(texts, min_size=1, max_size=5), st.lists(st.text(alphabet="xy\né", min_size=2048, max_size=2600),
+                                                         min_size=1, max_size=3))
+def test_a_shape_from_text_parts_is_the_shape_from_their_bytes(short, long):
+    """Long text parts take their digests from the remembered text: the same shape as hashing the bytes."""
+    parts = [(f"messages[{i}]", t) for i, t in enumerate([*short, *long, *long])]
+    as_text, _ = prefix.shape_of(parts)
+    as_bytes, _ = prefix.shape_of([(label, t.encode()) for label, t in parts])
+    assert as_text == as_bytes
