@@ -82,7 +82,7 @@ class View:
 
 def field_of(item: Any, key: str) -> Any:
     """A field of a message or item, whether a dict or an object (``litellm.Message``)."""
-    if isinstance(item, Mapping):
+    if type(item) is dict or isinstance(item, Mapping):  # (the ABC check is slow; most are dicts)
         return item.get(key)
     return getattr(item, key, None)
 

@@ -63,9 +63,9 @@ def _user_text(item: Any) -> str:
     return ""
 
 
-def is_notification(item: Any, ctx: Context) -> bool:
+def is_notification(item: Any, ctx: Context, patterns: Sequence[Any] | None = None) -> bool:
     text = _user_text(item)
-    return any(pattern.search(text) for pattern in ctx.settings.notification_res)
+    return any(pattern.search(text) for pattern in (ctx.settings.notification_res if patterns is None else patterns))
 
 
 def starts_run(item: Any) -> bool:
@@ -74,7 +74,7 @@ def starts_run(item: Any) -> bool:
     if field_of(item, "role") != "user":
         return False
     content = field_of(item, "content")
-    if isinstance(content, list) and content and all(
+    if type(content) is not str and isinstance(content, list) and content and all(
             isinstance(part, Mapping) and part.get("type") == "tool_result" for part in content):
         return False
     return True
@@ -90,15 +90,16 @@ def run_owners(body: Sequence[Any]) -> list[int | None]:
     user message before it (``None`` before the first one).
     """
     owners: list[int | None] = []
+    starts = [starts_run(item) for item in body]
     last: int | None = None
-    for index, item in enumerate(body):
-        if starts_run(item):
+    for index, start in enumerate(starts):
+        if start:
             last = index
         owners.append(last)
     following: int | None = None
     for index in range(len(body) - 1, -1, -1):
         item = body[index]
-        if starts_run(item):
+        if starts[index]:
             following = index
         elif is_system_message(item):
             if following is not None:
@@ -108,16 +109,18 @@ def run_owners(body: Sequence[Any]) -> list[int | None]:
     return owners
 
 
-def run_flags(body: Sequence[Any], ctx: Context) -> list[bool]:
-    """For each body message: is it inside a run started by a notification (not a typed prompt)?"""
+def run_flags(body: Sequence[Any], ctx: Context, owners: list[int | None] | None = None) -> list[bool]:
+    """For each body message: is it inside a run started by a notification (not a typed prompt)?
+    (``owners``: ``run_owners(body)`` when the caller has it.)"""
     verdicts: dict[int, bool] = {}
     flags = []
-    for owner in run_owners(body):
+    patterns = ctx.settings.notification_res
+    for owner in run_owners(body) if owners is None else owners:
         if owner is None:
             flags.append(False)
             continue
         if owner not in verdicts:
-            verdicts[owner] = is_notification(body[owner], ctx)
+            verdicts[owner] = is_notification(body[owner], ctx, patterns)
         flags.append(verdicts[owner])
     return flags
 
@@ -155,7 +158,7 @@ def drop_redundant_patches(view: View, journal: Journal, ctx: Context) -> tuple[
         return view, journal, []
     state = head_state(view)
     owners = run_owners(view.body)
-    flags = run_flags(view.body, ctx)
+    flags = run_flags(view.body, ctx, owners)
     body = list(view.body)
     dropped = set(journal.dropped)
     counts = {"noop": 0, "notification_removal": 0, "recorded": 0, "emptied": 0, "typed_again": 0}
