@@ -33,7 +33,8 @@ def tools_json(view: View, ctx: Context | None = None) -> str:
     """The tools' compact JSON (computed once per request when there is a context)."""
     if not view.tools:
         return ""
-    if any(isinstance(tool, Mapping) and not MARKER_FIELDS.isdisjoint(tool) for tool in view.tools):
+    if any((type(tool) is dict or isinstance(tool, Mapping)) and not MARKER_FIELDS.isdisjoint(tool)
+           for tool in view.tools):
         # A moved ``cache_control`` is not a changed head: marked tools are encoded without their marks.
         encode = ctx.tool_json if ctx is not None else compact_json
         return "[" + ",".join(_unmarked_tool_json(tool, encode) for tool in view.tools) + "]"

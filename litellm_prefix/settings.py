@@ -415,7 +415,8 @@ class Settings(BaseSettings, _Keys):
 
     @property
     def resolved_stable_path(self) -> str:
-        return os.path.normpath(os.path.expanduser(os.path.expandvars(self.stable_path)))
+        path = self.stable_path
+        return _resolved_path(path, tuple(os.environ.get(name) for name in _path_variables(path)))
 
     def for_model(self, names: tuple[str, ...] = (), model_info: Mapping[str, Any] | None = None) -> "Settings":
         """Settings for one model: ``models`` globs matching any of its names (group, deployment
@@ -428,6 +429,19 @@ class Settings(BaseSettings, _Keys):
         if isinstance(deployment, Mapping):
             updates.update(ModelOverrides.model_validate(deployment).model_dump(exclude_none=True))
         return self.model_copy(update=updates) if updates else self
+
+
+@lru_cache(maxsize=64)
+def _path_variables(path: str) -> tuple[str, ...]:
+    """The environment variables a path reads when expanded (``$VAR``, ``${VAR}``, ``~``: HOME)."""
+    names = [a or b for a, b in re.findall(r"\$(?:\{([^}]*)\}|(\w+))", path)]
+    return tuple(names + (["HOME"] if path.startswith("~") else []))
+
+
+@lru_cache(maxsize=64)
+def _resolved_path(path: str, values: tuple[str | None, ...]) -> str:
+    # Read on every request by the install-path rule: expanded once per path and variable values.
+    return os.path.normpath(os.path.expanduser(os.path.expandvars(path)))
 
 
 @lru_cache(maxsize=64)

@@ -142,3 +142,14 @@ def test_check_reports_invalid_settings_with_exit_2(files, capsys):
     files({"pathCheck": 3})
     assert main(["check"]) == 2
     assert "pathCheck" in capsys.readouterr().err
+
+
+def test_stable_path_expansion_follows_the_environment(monkeypatch):
+    monkeypatch.setenv("PI_ROOT_TEST", "/srv/one")
+    settings = Settings(stable_path="$PI_ROOT_TEST/pi-home")
+    assert settings.resolved_stable_path == "/srv/one/pi-home"
+    monkeypatch.setenv("PI_ROOT_TEST", "/srv/two")
+    assert settings.resolved_stable_path == "/srv/two/pi-home"
+    monkeypatch.setenv("HOME", "/home/zed")
+    assert Settings(stable_path="~/.pi/pi-home").resolved_stable_path == "/home/zed/.pi/pi-home"
+    assert Settings(stable_path="${PI_ROOT_TEST}/x/../y").resolved_stable_path == "/srv/two/y"
