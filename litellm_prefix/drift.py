@@ -182,7 +182,9 @@ def record_head(view: View, journal: Journal, ctx: Context) -> tuple[View, Journ
     if ctx.ping:
         return view, journal, [Event("head", {"fingerprint": record.fingerprint})]
     old = journal.head
-    journal = journal.replace(head=record, requests=journal.requests + 1)
+    # Unchanged: the journal is not rewritten (an unchanged journal costs no save; its TTL is
+    # refreshed when it is read).
+    journal = journal if old == record else journal.replace(head=record)
     known = {h for _, h, _ in old.sections} | {old.tools} if old else set()
     events = [Event("head", {"fingerprint": record.fingerprint}),
               Event("texts", {"texts": {h: t for h, t in texts.items() if h not in known}})]

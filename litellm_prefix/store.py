@@ -92,6 +92,7 @@ class MemoryStore:
             entry = self._journals.get(key)
             if entry is None:
                 return Loaded(None, 0)
+            self._journals[key] = entry  # read is use: the session's TTL starts again (a journal is saved only when it changes)
             texts = {h: self._texts[h] for h in entry[2] if h in self._texts}
         return Loaded(entry[1], entry[0], texts, frozenset(entry[2]), "local")
 
@@ -146,17 +147,21 @@ class MemoryStore:
         return len(self._journals)
 
 
-# KEYS[1]: the session's journal hash. ARGV[1]: the text key prefix; ARGV[2..]: text hashes
+# KEYS[1]: the session's journal hash. ARGV[1]: the text key prefix; ARGV[2]: TTL; ARGV[3..]: text hashes
 # the caller already holds. Returns {} for a new session, else {version, journal, refs,
 # hash1, text1, ...} with the referred texts the caller lacks (those Redis still has).
+# A read is use: the TTL of the journal and of every text it refers to starts again (ARGV[2];
+# a journal is saved only when it changes).
 _LOAD = """
 local got = redis.call('HMGET', KEYS[1], 'v', 'j', 'r')
 if not got[1] then return {} end
+redis.call('EXPIRE', KEYS[1], ARGV[2])
 local out = {got[1], got[2], got[3] or ''}
 if got[3] then
   local held = {}
-  for i = 2, #ARGV do held[ARGV[i]] = true end
+  for i = 3, #ARGV do held[ARGV[i]] = true end
   for h in string.gmatch(got[3], '%S+') do
+    redis.call('EXPIRE', ARGV[1] .. h, ARGV[2])
     if not held[h] then
       local text = redis.call('GET', ARGV[1] .. h)
       if text then out[#out + 1] = h; out[#out + 1] = text end
@@ -217,7 +222,7 @@ class RedisStore:
 
     def load(self, key: str, held: Iterable[str] = ()) -> tuple[str | None, int, tuple[str, ...], dict[str, str]]:
         """(journal, version, refs, texts the caller lacks): one round trip."""
-        got = self._load(keys=[f"{self.prefix}j:{key}"], args=[f"{self.prefix}t:", *held])
+        got = self._load(keys=[f"{self.prefix}j:{key}"], args=[f"{self.prefix}t:", self.ttl, *held])
         if not got:
             return None, 0, (), {}
         version, journal, refs = got[0], got[1], tuple(got[2].split())
