@@ -411,8 +411,12 @@ def test_unknown_agent_through_the_proxy_sends_one_head_upstream(proxy, upstream
                 max_size=30))
 def test_candidate_lines_of_a_segment_are_its_short_lines_holding_an_ascii_digit(lines):
     from litellm_prefix.rules.volatile import MAX_LINE_CHARS, _digit_lines, shape_key
+    from litellm_prefix.sections import JOIN
 
     segment = "\n".join(lines)
-    expected = tuple((shape_key(line), line) for line in segment.split("\n")
-                     if len(line) <= MAX_LINE_CHARS and re.search(r"[0-9]", line))
-    assert _digit_lines(segment) == expected
+    # also as a pi head: the same lines in sections (each section read on its own)
+    sectioned = JOIN.join(f"<s{i}>\n{line}\n</s{i}>" for i, line in enumerate(lines) if "<" not in line)
+    for text in (segment, sectioned):
+        expected = tuple((shape_key(line), line) for line in text.split("\n")
+                         if len(line) <= MAX_LINE_CHARS and re.search(r"[0-9]", line))
+        assert _digit_lines(text) == expected

@@ -47,7 +47,7 @@ from functools import lru_cache
 
 from ..context import Context, Event
 from ..journal import Journal, LearnedLine, LearnState, Note, content_hash
-from ..sections import segment_memo, text_digest
+from ..sections import memo, parse_head, section_digests, segment_memo
 from ..settings import TOOL_VOLATILE_PRESETS, VOLATILE_PRESETS
 from ..view import View
 from .notes import tail_anchor
@@ -249,7 +249,17 @@ _NOT_DIGIT_OR_NEWLINE = bytes(b for b in range(256) if b not in b"0123456789\n")
 
 
 def _digit_lines(segment: str) -> tuple[tuple[str, str], ...]:
-    """(shape key, line) of each line of a segment that may be learned, in order (remembered per segment text).
+    """``_digit_lines_of`` a segment, section by section for a sectioned head (the lines of
+    ``JOIN.join(blocks)`` are the blocks' lines and blank ones): a changed section is read again,
+    the others are remembered with their text."""
+    sections = parse_head(segment)
+    if not sections:
+        return _digit_lines_of(segment)
+    return tuple(line for _, block in sections for line in memo(block, "digit lines", _digit_lines_of))
+
+
+def _digit_lines_of(segment: str) -> tuple[tuple[str, str], ...]:
+    """(shape key, line) of each line of a text that may be learned, in order.
 
     Which lines hold a digit is read from the segment's UTF-8 bytes with every other byte
     deleted (one C pass; a regex tried line by line reads a 100 KB head ~5x slower). A UTF-8
@@ -304,7 +314,8 @@ def _pin_learned_lines(view: View, journal: Journal, ctx: Context) -> tuple[View
             line = dataclasses.replace(line, told=line.pinned, told_at=None)
             events.append(Event("volatile", {"name": "learned", "action": "reseed", "line": line.key}))
         learned[line.key] = line
-    head_hash = content_hash("\x00".join(text_digest(segment) for segment in view.head))
+    # From the sections' digests (remembered with each section's text): a changed section is hashed again, not the head.
+    head_hash = content_hash("\x00".join("/".join(section_digests(segment)) for segment in view.head))
     texts: dict[str, str] = {}
     if head_hash == state.head:
         lines = state.lines
