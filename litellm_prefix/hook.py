@@ -204,8 +204,8 @@ class PrefixStabilizer(CustomLogger):
         call_id = data.get("litellm_call_id")
         # The affinity key comes with the transform (one read of the client's request); computed
         # here only for a call the transform cannot name (no call id) or did not take.
-        key = None if isinstance(call_id, str) else self._session_key_for_affinity(data, call_type, api_key_hash,
-                                                                                    team_id)
+        key = None if isinstance(call_id, str) or not self._affinity_on(group) else self._session_key_for_affinity(
+            data, call_type, api_key_hash, team_id)
         result = await self.core.stabilize(
             data,
             call_type,
@@ -215,9 +215,9 @@ class PrefixStabilizer(CustomLogger):
             api_key_hash=api_key_hash if isinstance(api_key_hash, str) else None,
             team_id=team_id if isinstance(team_id, str) else None,
         )
-        if isinstance(call_id, str):
+        if isinstance(call_id, str) and self._affinity_on(group):
             if self.core.transformed_call(call_id):
-                key = self.core.affinity_key(call_id) if self._affinity_on() else None
+                key = self.core.affinity_key(call_id)
             else:  # passed through (an internal error, another shape): the request is as the client sent it
                 key = self._session_key_for_affinity(data, call_type, api_key_hash, team_id)
         self._give_session_id(data, key, call_type)
@@ -254,8 +254,13 @@ class PrefixStabilizer(CustomLogger):
             logger.warning("litellm-prefix: no session key for affinity (%s)", type(exc).__name__)
             return None
 
-    def _affinity_on(self) -> bool:
-        return self.settings.enabled and self.settings.session_affinity != "off"
+    def _affinity_on(self, group: str | None = None) -> bool:
+        """Session ids are given for affinity: on, and (``group`` given) a router check will read them
+        for this model group (LiteLLM's ``session_affinity``, or our own check in ``always`` mode).
+        Where none reads it the request's metadata is left as the client sent it."""
+        if not self.settings.enabled or self.settings.session_affinity == "off":
+            return False
+        return group is None or self.affinity.active(group)
 
     def _give_session_id(self, data: dict, key: str | None, call_type: Any) -> None:
         if key is None:

@@ -211,7 +211,7 @@ async def test_the_session_id_given_for_affinity_is_the_session_key_of_the_clien
     from litellm_prefix.affinity import client_session_id, session_key
 
     call_type, data = _agent_calls()[index]
-    handler = PrefixStabilizer(Settings(path_check="absolute"))
+    handler = PrefixStabilizer(Settings(path_check="absolute", session_affinity="always"))
     expected = session_key(copy.deepcopy(data), call_type, None, None, settings=handler.settings,
                            model_names=(data["model"],))
     out = await handler.async_pre_call_hook(None, None, {**data, "litellm_call_id": f"c-{index}"}, call_type)
@@ -219,3 +219,12 @@ async def test_the_session_id_given_for_affinity_is_the_session_key_of_the_clien
     assert given == expected
     if expected is None:  # nothing to tell the session by: no id given
         assert not (out.get("metadata") or {}).get("session_id")
+
+
+async def test_no_session_id_is_given_where_no_router_check_reads_it():
+    """``sessionAffinity: router`` (the default) without LiteLLM's ``session_affinity`` for the
+    group: the request's metadata stays as the client sent it."""
+    call_type, data = _agent_calls()[1]  # no id of its own
+    handler = PrefixStabilizer(Settings(path_check="absolute"))
+    out = await handler.async_pre_call_hook(None, None, {**data, "metadata": {}, "litellm_call_id": "c-x"}, call_type)
+    assert out["metadata"] == {} and handler.core.stats["affinity_session_ids"] == 0
