@@ -16,6 +16,7 @@ calls carry no headers). Each profile's facts were read from the agent's own sou
 from __future__ import annotations
 
 import re
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -204,10 +205,28 @@ def detect(data: Mapping[str, Any], head: Sequence[str], settings: Settings,
     return _by_headers(headers_of(data)) or _by_head(head)
 
 
+_APPLIED: "OrderedDict[tuple[int, str], tuple[Settings, Settings]]" = OrderedDict()
+
+
 def apply(settings: Settings, profile: Profile | None) -> Settings:
-    """``settings`` with the profile's presets and notification patterns added (never removed)."""
+    """``settings`` with the profile's presets and notification patterns added (never removed).
+
+    The same object for the same settings object and profile (remembered for the last 64), so
+    a request does not copy the settings and recompile their derived values."""
     if profile is None:
         return settings
+    key = (id(settings), profile.name)
+    hit = _APPLIED.get(key)
+    if hit is not None and hit[0] is settings:  # (the entry holds ``settings``: its id is not reused meanwhile)
+        return hit[1]
+    result = _apply(settings, profile)
+    _APPLIED[key] = (settings, result)
+    while len(_APPLIED) > 64:
+        _APPLIED.popitem(last=False)
+    return result
+
+
+def _apply(settings: Settings, profile: Profile) -> Settings:
     updates: dict[str, Any] = {}
     presets = [p for p in profile.volatile_presets if p not in settings.volatile_presets]
     if presets:
