@@ -16,6 +16,7 @@ import logging
 import time
 import traceback
 from collections.abc import Mapping, MutableMapping
+from functools import lru_cache
 from typing import Any
 
 from cachetools import TTLCache
@@ -36,6 +37,13 @@ SAVE_ATTEMPTS = 3
 
 # The top-level fields a wire adapter reads a request's view from.
 _VIEW_FIELDS = ("messages", "tools", "system", "input", "instructions")
+
+
+@lru_cache(maxsize=2048)
+def _decoded(encoded: str) -> Journal:
+    # A journal is immutable: the text a session's journal was saved as decodes once, and each
+    # later request that loads it unchanged (most of them) costs a string lookup.
+    return Journal.from_json(json.loads(encoded))
 
 
 def _same(value: Any, written: Any) -> bool:
@@ -210,7 +218,7 @@ class Stabilizer:
         ctx = dataclasses.replace(ctx, now=self.clock())  # the time history-dependent rules see
         for attempt in range(SAVE_ATTEMPTS):
             loaded = await self.store.load(key)
-            journal = Journal.from_json(json.loads(loaded.journal)) if loaded.journal else Journal()
+            journal = _decoded(loaded.journal) if loaded.journal else Journal()
             run_ctx = dataclasses.replace(ctx, texts={**ctx.texts, **loaded.texts}) if loaded.texts else ctx
             new_view, new_journal, events = pipeline.run(view, journal, run_ctx)
             needed = [h for e in events if e.kind == "need_texts" for h in e.data["hashes"]]
