@@ -17,7 +17,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .context import Context, Event, compact_json, orjson
+from .context import Context, Event, compact_json
 from .journal import MARKER_FIELDS, HeadRecord, Journal
 from .sections import JOIN, parse_head, section_digests, text_digest
 from .view import View, tool_name
@@ -43,17 +43,10 @@ def tools_json(view: View, ctx: Context | None = None) -> str:
     key = ("tools_json", id(view.tools))
     cached = ctx.memo.get(key)
     if cached is None or cached[0] is not view.tools:
-        # One encoder call for the whole list when it can (the same bytes as tool by tool:
-        # compact JSON has no space after a comma); tool by tool when one needs the stdlib.
-        text = None
-        if orjson is not None:
-            try:
-                text = orjson.dumps(list(view.tools)).decode()
-            except TypeError:
-                pass
-        if text is None:
-            text = "[" + ",".join(ctx.tool_json(tool) for tool in view.tools) + "]"
-        cached = ctx.memo[key] = (view.tools, text)
+        # Tool by tool, each tool's JSON remembered for the request: the client's order and the
+        # sorted one are encoded once between them (the same bytes as one call for the list:
+        # compact JSON has no space after a comma).
+        cached = ctx.memo[key] = (view.tools, "[" + ",".join(ctx.tool_json(tool) for tool in view.tools) + "]")
     return cached[1]
 
 

@@ -54,13 +54,30 @@ class KnownTexts:
     in memory).
     """
 
+    RECENT = 32
+
     def __init__(self, max_chars: int = 32 << 20) -> None:
         self._buckets: OrderedDict[Any, list[_Entry]] = OrderedDict()
         self._chars = 0
         self._max_chars = max_chars
         self._lock = threading.Lock()
+        # The last string objects looked up (id -> (the object, its entry)): every rule of a
+        # request asks about the same few objects, and this answers without reading them.
+        self._recent: dict[int, tuple[str, _Entry]] = {}
 
     def entry(self, text: str) -> _Entry:
+        hit = self._recent.get(id(text))
+        if hit is not None and hit[0] is text:  # (held here: the id is not reused meanwhile)
+            return hit[1]
+        entry = self._entry(text)
+        with self._lock:
+            recent = self._recent
+            recent[id(text)] = (text, entry)
+            if len(recent) > self.RECENT:
+                recent.pop(next(iter(recent)), None)
+        return entry
+
+    def _entry(self, text: str) -> _Entry:
         n = len(text)
         key = (n, text[:32], text[-32:]) if n > 64 else text
         with self._lock:
@@ -92,6 +109,7 @@ class KnownTexts:
     def clear(self) -> None:
         with self._lock:
             self._buckets.clear()
+            self._recent.clear()
             self._chars = 0
 
 
