@@ -30,24 +30,37 @@ def head_text(view: View) -> str:
 
 
 def tools_json(view: View, ctx: Context | None = None) -> str:
-    """The tools' compact JSON (computed once per request when there is a context)."""
-    if not view.tools:
+    """The tools' compact JSON (computed once per request when there is a context).
+
+    A moved ``cache_control`` is not a changed head: marked tools are encoded without their marks."""
+    tools = view.tools
+    if not tools:
         return ""
-    if any((type(tool) is dict or isinstance(tool, Mapping)) and not MARKER_FIELDS.isdisjoint(tool)
-           for tool in view.tools):
-        # A moved ``cache_control`` is not a changed head: marked tools are encoded without their marks.
-        encode = ctx.tool_json if ctx is not None else compact_json
-        return "[" + ",".join(_unmarked_tool_json(tool, encode) for tool in view.tools) + "]"
     if ctx is None:
-        return "[" + ",".join(compact_json(tool) for tool in view.tools) + "]"
-    key = ("tools_json", id(view.tools))
-    cached = ctx.memo.get(key)
-    if cached is None or cached[0] is not view.tools:
-        # Tool by tool, each tool's JSON remembered for the request: the client's order and the
-        # sorted one are encoded once between them (the same bytes as one call for the list:
-        # compact JSON has no space after a comma).
-        cached = ctx.memo[key] = (view.tools, "[" + ",".join(ctx.tool_json(tool) for tool in view.tools) + "]")
+        return "[" + ",".join(_unmarked_tool_json(tool, compact_json) if _marked(tool) else compact_json(tool)
+                              for tool in tools) + "]"
+    key = ("tools_json", id(tools))
+    memo = ctx.memo
+    cached = memo.get(key)
+    if cached is None or cached[0] is not tools:
+        # Tool by tool, each tool's JSON remembered for the request (``Context.tool_json``): the
+        # client's order and the sorted one are encoded once between them (the same bytes as one
+        # call for the list: compact JSON has no space after a comma).
+        parts = []
+        for tool in tools:
+            if _marked(tool):
+                parts.append(_unmarked_tool_json(tool, ctx.tool_json))
+                continue
+            known = memo.get(id(tool))
+            if known is None or known[0] is not tool:
+                known = memo[id(tool)] = (tool, compact_json(tool))
+            parts.append(known[1])
+        cached = memo[key] = (tools, "[" + ",".join(parts) + "]")
     return cached[1]
+
+
+def _marked(tool: Any) -> bool:
+    return (type(tool) is dict or isinstance(tool, Mapping)) and not MARKER_FIELDS.isdisjoint(tool)
 
 
 def _unmarked_tool_json(tool: Any, encode) -> str:
