@@ -18,7 +18,7 @@ import re
 
 from ..context import Context, Event
 from ..journal import Journal, MemoryRecord, Note
-from ..sections import JOIN, parse_head
+from ..sections import JOIN, parse_head, segment_memo
 from ..view import View
 from .notes import tail_anchor
 
@@ -104,6 +104,14 @@ def _listed(items: list[str]) -> str:
     return "\n".join(item if item.startswith(("- ", "* ")) else f"- {item}" for item in items)
 
 
+def _pinned(segment: str, start: int, end: int, snapshot: str) -> tuple[str, tuple[str, ...], frozenset[str], int]:
+    """The segment with its block [start, end) replaced by ``snapshot``; the snapshot's entries
+    missing from the block, the block's entries, and how many of them the snapshot lacks."""
+    now = frozenset(entries(segment[start:end]))
+    old = entries(snapshot)
+    return segment[:start] + snapshot + segment[end:], tuple(e for e in old if e not in now), now, len(now - set(old))
+
+
 def snapshot_memory(view: View, journal: Journal, ctx: Context) -> tuple[View, Journal, list[Event]]:
     if ctx.settings.memory_snapshot != "stable":
         return view, journal, []
@@ -125,14 +133,16 @@ def snapshot_memory(view: View, journal: Journal, ctx: Context) -> tuple[View, J
             Event("memory", {"action": "snapshot", "entries": len(entries(block))})]
     if block == memory.snapshot:
         return view, journal, []
+    # The same head and snapshot every turn until either changes: the pinned text (one object, so
+    # the rules after this one know it at once) and the entry comparison are remembered with the head.
+    pinned, removed_now, now, added = segment_memo(
+        segment, ("memory pinned", start, end, memory.snapshot), lambda text: _pinned(text, start, end, memory.snapshot))
     head = list(view.head)
-    head[segment_index] = segment[:start] + memory.snapshot + segment[end:]
+    head[segment_index] = pinned
     view = view.replace(head=tuple(head))
-    now = set(entries(block))
-    removed_now = tuple(e for e in entries(memory.snapshot) if e not in now)
     newly_removed = [e for e in removed_now if e not in memory.removed]
     restored = [e for e in memory.removed if e in now]
-    events = [Event("memory", {"action": "kept snapshot", "added": len(now - set(entries(memory.snapshot)))})]
+    events = [Event("memory", {"action": "kept snapshot", "added": added})]
     if not newly_removed and not restored:
         return view, journal.replace(memory=MemoryRecord(marker, memory.snapshot, removed_now)), events
     anchor = tail_anchor(ctx)
