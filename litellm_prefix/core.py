@@ -169,7 +169,8 @@ class Stabilizer:
             events = [Event("agent", {"name": agent}), *events]
         self.sinks.transformed(call_id, key, data, adapter.name, events, drift, settings, target,
                                model_group=next((n for n in model_names if n), ""),
-                               seconds=time.perf_counter() - started, sessions_held=self._sessions_held())
+                               seconds=time.perf_counter() - started, sessions_held=self._sessions_held(),
+                               tool_json=ctx.tool_json)
         return data
 
     def _unchanged_since_applied(self, data, call_type, applied: Applied, hints: bool, started: float,
