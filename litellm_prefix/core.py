@@ -52,11 +52,10 @@ def _same(value: Any, written: Any) -> bool:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Applied:
-    """What the transform left in a call it rewrote: the view's objects as written, under which
-    adapter, settings and target, and the session key (the provider hints derive from it)."""
+    """What the transform did to a call it rewrote: under which adapter, settings and target, the
+    session key (the provider hints derive from it), the agent and the affinity key."""
 
     shape: str
-    objects: tuple[Any, ...]
     model_settings: Settings  # the model's settings, before the agent profile's presets
     settings: Settings  # with them
     target: Target
@@ -64,11 +63,13 @@ class Applied:
     agent: str | None
     affinity_key: str | None = None  # affinity.session_key of the client's request (no subagent stream)
 
-    def holds(self, data: Mapping[str, Any], shape: str, settings: Settings, target: Target) -> bool:
-        """The request still carries exactly the objects written, for the same adapter, settings and
-        target: the stateless rules (idempotent) would change nothing."""
+    def holds(self, data: Mapping[str, Any], shape: str, settings: Settings, target: Target,
+              written: tuple[Any, ...] | None) -> bool:
+        """The request still carries exactly the objects written (``written``), for the same
+        adapter, settings and target: the stateless rules (idempotent) would change nothing."""
         # (LiteLLM hands the deployment hook a copy of the tools list: equal, not the same object.)
-        return (shape == self.shape and all(_same(data.get(k), o) for k, o in zip(_VIEW_FIELDS, self.objects))
+        return (written is not None and shape == self.shape
+                and all(_same(data.get(k), o) for k, o in zip(_VIEW_FIELDS, written))
                 and target == self.target and (settings is self.model_settings or settings == self.model_settings))
 
 
@@ -91,6 +92,9 @@ class Stabilizer:
         # /v1/messages served through another provider's API, translated into that API's
         # shape: history-dependent rules run once per call, on the client's own request.
         self.applied: TTLCache[str, Applied] = TTLCache(maxsize=16384, ttl=900)
+        # The view's objects as the transform wrote them, until the next hook of the call reads
+        # them (milliseconds later): they hold the request's messages, so they are kept briefly.
+        self.written: TTLCache[str, tuple[Any, ...]] = TTLCache(maxsize=256, ttl=30)
         self.clock = time.time  # the time rules see (Context.now); tests replace it
 
     # -- the transform -------------------------------------------------------------
@@ -121,7 +125,8 @@ class Stabilizer:
             settings = model_settings = self.settings.for_model(model_names, model_info)
             call_id = data.get("litellm_call_id") if isinstance(data.get("litellm_call_id"), str) else None
             applied = self.applied.get(call_id) if call_id else None
-            if applied is not None and applied.holds(data, adapter.name, settings, target or Target()):
+            written = self.written.pop(call_id, None) if applied is not None else None
+            if applied is not None and applied.holds(data, adapter.name, settings, target or Target(), written):
                 # The deployment hook on the very objects the pre-call hook wrote: nothing to redo.
                 return self._unchanged_since_applied(data, call_type, applied, hints, started, model_names)
             view = adapter.read(data)
@@ -162,9 +167,10 @@ class Stabilizer:
         if updates:
             self.stats["rewritten"] += 1
         if call_id:
-            self.applied[call_id] = Applied(adapter.name, tuple(data.get(k) for k in _VIEW_FIELDS), model_settings, settings,
-                                            target or Target(), key if applied is None else applied.key, agent,
+            self.applied[call_id] = Applied(adapter.name, model_settings, settings, target or Target(),
+                                            key if applied is None else applied.key, agent,
                                             affinity_key if applied is None else applied.affinity_key)
+            self.written[call_id] = tuple(data.get(k) for k in _VIEW_FIELDS)
         if agent:  # reported like a rule's event: every sink reads the agent from the events
             events = [Event("agent", {"name": agent}), *events]
         self.sinks.transformed(call_id, key, data, adapter.name, events, drift, settings, target,

@@ -156,6 +156,7 @@ async def test_deployment_hook_on_the_objects_the_pre_call_hook_wrote_redoes_not
     first, out = await _pre_then_deployment(fast, _noisy_request())
     assert fast.core.stats["unchanged_since_applied"] == 1
     assert out["messages"] is first["messages"] and out["tools"] == first["tools"]
+    assert "call-1" not in fast.core.written  # the request's objects are not kept once read
     # The same bytes and the same provider hint as running the stateless rules again.
     monkeypatch.setattr("litellm_prefix.core.Applied.holds", lambda *a: False)
     slow = PrefixStabilizer(settings)
