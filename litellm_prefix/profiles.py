@@ -167,9 +167,20 @@ def _re(pattern: str) -> "re.Pattern[str]":
 def _by_headers(headers: Mapping[str, Any]) -> Profile | None:
     if not headers:
         return None
+    # The verdict depends only on the values of the headers the profiles name: remembered by them
+    # (a client sends the same few headers on every request).
+    return _by_header_values(tuple(header(headers, name) for name in _HEADER_NAMES))
+
+
+_HEADER_NAMES = tuple(dict.fromkeys(name for profile in PROFILES for name, _ in profile.headers))
+
+
+@lru_cache(maxsize=1024)
+def _by_header_values(values: tuple[str | None, ...]) -> Profile | None:
+    found = dict(zip(_HEADER_NAMES, values))
     for profile in PROFILES:
         for name, pattern in profile.headers:
-            value = header(headers, name)
+            value = found[name]
             if value is not None and _re(pattern).search(value):
                 return profile
     return None
