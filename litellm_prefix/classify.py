@@ -31,6 +31,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 from urllib.parse import urlparse
 
@@ -148,6 +149,7 @@ def measure(usage: Any, timings: Any = None) -> Measured | None:
                     source=source if cached is not None else "")
 
 
+@lru_cache(maxsize=256)
 def _self_hosted_base(api_base: str) -> bool:
     """A loopback or private address: a server of the operator's own, not the vendor's API."""
     host = urlparse(api_base).hostname or ""
