@@ -17,6 +17,7 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from .journal import content_hash, unmarked
@@ -158,5 +159,6 @@ def tenant_of(data: Mapping[str, Any], api_key_hash: str | None = None, team_id:
     return "local"
 
 
+@lru_cache(maxsize=4096)
 def scoped_key(tenant: str, session: str) -> str:
     return hashlib.sha256(f"{tenant}\x00{session}".encode("utf-8", "surrogatepass")).hexdigest()[:32]

@@ -23,11 +23,20 @@ def tail_anchor(ctx: Context) -> tuple[int, str] | None:
     if not ctx.client_body:
         return None
     index = len(ctx.client_body) - 1
-    return index, content_hash(ctx.client_body[index])
+    return index, _message_hash(ctx, index)
+
+
+def _message_hash(ctx: Context, index: int) -> str:
+    """``content_hash`` of client message ``index``, once per request however many rules ask."""
+    key = ("message hash", index)
+    found = ctx.memo.get(key)
+    if found is None or found[0] is not ctx.client_body[index]:
+        found = ctx.memo[key] = (ctx.client_body[index], content_hash(ctx.client_body[index]))
+    return found[1]
 
 
 def _anchor_holds(ctx: Context, index: int, anchor: str) -> bool:
-    return 0 <= index < len(ctx.client_body) and content_hash(ctx.client_body[index]) == anchor
+    return 0 <= index < len(ctx.client_body) and _message_hash(ctx, index) == anchor
 
 
 def reseed(view: View, journal: Journal, ctx: Context) -> tuple[View, Journal, list[Event]]:
