@@ -9,7 +9,8 @@ each request: a head never seen before), and,
 measured in the same run, the ratio to serialising the request once with ``json.dumps``
 (work every gateway does per request anyway), and to the LiteLLM proxy's own
 per-request overhead (its ``x-litellm-overhead-duration-ms`` header, a proxy without the
-plugin in front of the recording upstream, same request sizes). Memory: bytes of one
+plugin in front of the recording upstream, same request sizes, its requests sent between
+the transform's samples so that both see the same machine). Memory: bytes of one
 session's journal, and the resident-memory growth of a process holding 10,000 pi-like
 sessions in the in-memory store (the plugin's share of a proxy's memory). Ratios are
 what to compare across machines; absolute times depend on a shared, noisy machine.
@@ -59,11 +60,12 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
-async def measure(tokens: int, samples: int) -> dict:
+async def measure(tokens: int, samples: int, proxy: "ProxySampler | None" = None) -> dict:
     stabilizer = Stabilizer(Settings(path_check="absolute", stable_path="/srv/pi-home"))
     target = Target(model="openai/local", provider="openai")
     variants = requests_for(tokens, 6)
     transform, serialise, cold = [], [], []
+    every = max(1, samples // PROXY_SAMPLES)
     for i in range(samples):
         data = dict(variants[i % len(variants)])  # shallow: the transform never mutates nested client objects
         t0 = time.perf_counter_ns()
@@ -73,6 +75,10 @@ async def measure(tokens: int, samples: int) -> dict:
         t2 = time.perf_counter_ns()
         transform.append((t1 - t0) / 1e6)
         serialise.append((t2 - t1) / 1e6)
+        if proxy is not None and i % every == 0:
+            # The proxy's own overhead sampled between the transform's samples, so that both see
+            # the same machine (a shared machine's speed drifts within a minute).
+            proxy.sample(variants[i % len(variants)])
     # Cold: the same turns with the process's memory of known head texts emptied first (a head
     # never seen before: the first request of a session, or the request after the head changed).
     for i in range(max(10, samples // 10)):
@@ -83,7 +89,7 @@ async def measure(tokens: int, samples: int) -> dict:
         cold.append((time.perf_counter_ns() - t0) / 1e6)
     assert stabilizer.stats["errors"] == 0 and stabilizer.stats["drift"] == 0
     chars = len(variants[0]["messages"][0]["content"])
-    return {
+    row = {
         "prompt_tokens_est": tokens,
         "system_chars": chars,
         "samples": samples,
@@ -93,45 +99,63 @@ async def measure(tokens: int, samples: int) -> dict:
         "json_dumps_median_ms": round(statistics.median(serialise), 4),
         "ratio_to_json_dumps": round(statistics.median(transform) / statistics.median(serialise), 3),
     }
+    if proxy is not None:
+        measured = proxy.take()
+        row["proxy_overhead_median_ms"] = round(measured["end_to_end"], 3)
+        row["proxy_overhead_header_ms"] = round(measured["header"], 3)
+        row["fraction_of_proxy_overhead"] = round(row["transform_median_ms"] / measured["end_to_end"], 3)
+    return row
 
 
-def proxy_overhead(sizes: tuple[int, ...], samples: int) -> dict[int, dict[str, float]]:
-    """LiteLLM proxy's own per-request cost (no plugin), per request size, two ways:
-    ``end_to_end``: median latency through the proxy minus median latency of the same
-    request sent straight to the (local, instant) upstream; ``header``: the proxy's own
-    ``x-litellm-overhead-duration-ms``."""
-    import tempfile
+PROXY_SAMPLES = 40  # proxy requests per size
 
-    import httpx
-    from procs import Proxy, Upstream, proxy_config
 
-    work = Path(tempfile.mkdtemp(prefix="litellm-prefix-overhead-"))
-    upstream = Upstream(work)
-    config = proxy_config(upstream)
-    config["litellm_settings"] = {}
-    proxy = Proxy(work, config, {}).wait_ready()
-    direct = httpx.Client(base_url=upstream.url, timeout=60)
-    try:
-        out = {}
-        for tokens in sizes:
-            variants = requests_for(tokens, 3)
-            via, straight, header = [], [], []
-            for i in range(samples):
-                body = {k: v for k, v in variants[i % 3].items() if k != "metadata"}
-                started = time.perf_counter()
-                response = proxy.post("/v1/chat/completions", body)
-                via.append((time.perf_counter() - started) * 1000)
-                header.append(float(response.headers["x-litellm-overhead-duration-ms"]))
-                started = time.perf_counter()
-                direct.post("/v1/chat/completions", json={**body, "model": "upstream-chat"}).raise_for_status()
-                straight.append((time.perf_counter() - started) * 1000)
-            out[tokens] = {"end_to_end": statistics.median(via) - statistics.median(straight),
-                           "header": statistics.median(header)}
+class ProxySampler:
+    """LiteLLM proxy's own per-request cost (no plugin), two ways: ``end_to_end``: median
+    latency through the proxy minus median latency of the same request sent straight to the
+    (local, instant) upstream; ``header``: the proxy's own ``x-litellm-overhead-duration-ms``."""
+
+    def __init__(self) -> None:
+        import tempfile
+
+        import httpx
+        from procs import Proxy, Upstream, proxy_config
+
+        work = Path(tempfile.mkdtemp(prefix="litellm-prefix-overhead-"))
+        self.upstream = Upstream(work)
+        config = proxy_config(self.upstream)
+        config["litellm_settings"] = {}
+        self.proxy = Proxy(work, config, {}).wait_ready()
+        self.direct = httpx.Client(base_url=self.upstream.url, timeout=60)
+        self.via: list[float] = []
+        self.straight: list[float] = []
+        self.header: list[float] = []
+
+    def sample(self, request: dict) -> None:
+        body = {k: v for k, v in request.items() if k != "metadata"}
+        started = time.perf_counter()
+        response = self.proxy.post("/v1/chat/completions", body)
+        self.via.append((time.perf_counter() - started) * 1000)
+        self.header.append(float(response.headers["x-litellm-overhead-duration-ms"]))
+        started = time.perf_counter()
+        self.direct.post("/v1/chat/completions", json={**body, "model": "upstream-chat"}).raise_for_status()
+        self.straight.append((time.perf_counter() - started) * 1000)
+
+    def take(self) -> dict[str, float]:
+        out = {"end_to_end": statistics.median(self.via) - statistics.median(self.straight),
+               "header": statistics.median(self.header)}
+        self.via, self.straight, self.header = [], [], []
         return out
-    finally:
-        direct.close()
-        proxy.stop()
-        upstream.stop()
+
+    def warm_up(self, request: dict, n: int = 5) -> None:
+        for _ in range(n):
+            self.sample(request)
+        self.take()
+
+    def close(self) -> None:
+        self.direct.close()
+        self.proxy.stop()
+        self.upstream.stop()
 
 
 def _rss_kib() -> int:
@@ -192,15 +216,15 @@ def main() -> None:
         print(json.dumps(memory(args.sessions)))
         return
     sizes = (2_000, 20_000, 130_000, 260_000)
-    rows = [asyncio.run(measure(tokens, args.samples if tokens < 100_000 else max(50, args.samples // 3)))
-            for tokens in sizes]
-    if not args.no_proxy:
-        proxy = proxy_overhead(sizes, 40)
-        for row in rows:
-            measured = proxy[row["prompt_tokens_est"]]
-            row["proxy_overhead_median_ms"] = round(measured["end_to_end"], 3)
-            row["proxy_overhead_header_ms"] = round(measured["header"], 3)
-            row["fraction_of_proxy_overhead"] = round(row["transform_median_ms"] / measured["end_to_end"], 3)
+    proxy = None if args.no_proxy else ProxySampler()
+    try:
+        if proxy is not None:
+            proxy.warm_up(requests_for(sizes[0], 1)[0])
+        rows = [asyncio.run(measure(tokens, args.samples if tokens < 100_000 else max(50, args.samples // 3), proxy))
+                for tokens in sizes]
+    finally:
+        if proxy is not None:
+            proxy.close()
     result = {"machine": f"{platform.machine()} {platform.processor() or ''} {os.cpu_count()} cpus, "
                          f"Python {platform.python_version()}".replace("  ", " "),
               "rows": rows, "memory": _memory_in_fresh_process(args.sessions)}
