@@ -48,7 +48,7 @@ def tools_json(view: View, ctx: Context | None = None) -> str:
         # call for the list: compact JSON has no space after a comma).
         parts = []
         for tool in tools:
-            if _marked(tool):
+            if (type(tool) is not dict or not MARKER_FIELDS.isdisjoint(tool)) and _marked(tool):
                 parts.append(_unmarked_tool_json(tool, ctx.tool_json))
                 continue
             known = memo.get(id(tool))

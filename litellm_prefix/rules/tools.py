@@ -42,7 +42,7 @@ def sort_tools(tools: tuple[Any, ...]) -> tuple[Any, ...]:
         return tools
     last = tools[-1]
     mark = last.get("cache_control") if isinstance(last, Mapping) else None
-    others_marked = any(isinstance(t, Mapping) and "cache_control" in t for t in tools[:-1])
+    others_marked = any((type(t) is dict or isinstance(t, Mapping)) and "cache_control" in t for t in tools[:-1])
     if mark is not None and not others_marked and ordered[-1] is not last:
         ordered = [({k: v for k, v in t.items() if k != "cache_control"} if t is last else t) for t in ordered]
         ordered[-1] = {**ordered[-1], "cache_control": mark}
