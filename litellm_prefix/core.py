@@ -23,6 +23,7 @@ from cachetools import TTLCache
 
 from . import pipeline, profiles, wire
 from .context import Context, Event, Target
+from .drift import tools_json
 from .journal import Journal
 from .view import field_of
 from .session import scoped_key, session_id, session_stream, tenant_of
@@ -176,7 +177,7 @@ class Stabilizer:
         self.sinks.transformed(call_id, key, data, adapter.name, events, drift, settings, target,
                                model_group=next((n for n in model_names if n), ""),
                                seconds=time.perf_counter() - started, sessions_held=self._sessions_held(),
-                               tool_json=ctx.tool_json)
+                               tools_text=tools_json(new_view, ctx) if key and new_view.tools else None)
         return data
 
     def _unchanged_since_applied(self, data, call_type, applied: Applied, hints: bool, started: float,

@@ -98,10 +98,10 @@ def _pieces(digest: bytes, data: bytes) -> bytes:
 
 
 def render(data: Mapping[str, Any], wire_name: str, target: Mapping[str, Any] | None = None,
-           tool_json: Any = None) -> list[tuple[str, str]]:
-    """``tool_json``: a tool's compact JSON (the request's memo, when the rules already encoded the tools)."""
+           tools_text: str | None = None) -> list[tuple[str, str]]:
+    """``tools_text``: the request's tools as the rules encoded them (their fingerprint's JSON), if known."""
     turn = Turn("", ROUTE_OF_WIRE.get(wire_name, "chat"), data, dict(target or {}))  # type: ignore[arg-type]
-    return render_parts(turn, dumps=_sorted_json, tool_dumps=tool_json or compact_json)
+    return render_parts(turn, dumps=_sorted_json, tool_dumps=compact_json, tool_text=tools_text)
 
 
 def _encoded(text: str | bytes) -> bytes:

@@ -147,17 +147,19 @@ def render(turn: Turn) -> str:
 
 
 def render_parts(turn: Turn, dumps: Callable[[Any], str] = _sorted_json,
-                 tool_dumps: Callable[[Any], str] = _tool_json) -> list[tuple[str, str]]:
+                 tool_dumps: Callable[[Any], str] = _tool_json, tool_text: str | None = None) -> list[tuple[str, str]]:
     """``render`` as labelled parts (``system``, ``tools``, ``messages[i]``, ``end``) whose texts join to it.
 
     ``dumps``/``tool_dumps``: the JSON encoders (sorted keys / the tool's own key order); the
-    live measurement passes faster ones, which may space the JSON differently."""
+    live measurement passes faster ones, which may space the JSON differently, and may pass
+    the tools' text itself (``tool_text``: the JSON the rules already made of them)."""
     pairs = messages_of(turn, dumps)
     if hoists(turn.target):
         head = [p for p in pairs if p[0] == "system"]
         pairs = ([("system", "\n\n".join(t for _, t in head))] if head else []) + [p for p in pairs if p[0] != "system"]
     tools = turn.request.get("tools")
-    tool_text = "\n".join(tool_dumps(t) for t in tools) if tools else ""
+    if tool_text is None or not tools:
+        tool_text = "\n".join(tool_dumps(t) for t in tools) if tools else ""
     out: list[tuple[str, str]] = []
     if tool_text and (not pairs or pairs[0][0] != "system"):
         out.append(("tools", f"<|im_start|>system\n# Tools\n{tool_text}<|im_end|>\n"))

@@ -134,9 +134,9 @@ class Sinks:
         model_group: str = "",
         seconds: float | None = None,
         sessions_held: int | None = None,
-        tool_json: Any = None,
+        tools_text: str | None = None,
     ) -> None:
-        """``tool_json``: the request's memo of each tool's JSON (``Context.tool_json``), when the rules ran."""
+        """``tools_text``: the JSON the rules made of the request's tools (their fingerprint's), when they ran."""
         try:
             session = key[:16] if key else None
             agent = agent_of(events)
@@ -170,7 +170,7 @@ class Sinks:
             if self.metrics is not None and key is not None:
                 self._count_request(group, agent, rules, drift, seconds, sessions_held)
             if call_id and key:
-                self._remember(call_id, key, data, wire_name, drift, group, agent, target, tool_json)
+                self._remember(call_id, key, data, wire_name, drift, group, agent, target, tools_text)
         except Exception as exc:
             self.stats["errors"] += 1
             logger.warning("litellm-prefix: reporting failed (%s)", type(exc).__name__)
@@ -187,14 +187,14 @@ class Sinks:
         if sessions_held is not None:
             m.sessions.set(sessions_held)
 
-    def _remember(self, call_id, key, data, wire_name, drift, group, agent, target, tool_json=None) -> None:
+    def _remember(self, call_id, key, data, wire_name, drift, group, agent, target, tools_text=None) -> None:
         """Keep this request's shape and what it shares with the session's previous request."""
         # LiteLLM hoists late system messages for Gemini/Vertex, and with openai_system_messages_first only
         # for OpenAI and Azure deployments (constants.OPENAI_SYSTEM_MESSAGES_FIRST_PROVIDERS).
         hoisting = {"provider": target.provider,
                     "system_messages_first": target.system_messages_first and target.provider in _SYSTEM_FIRST_PROVIDERS
                     } if target else {}
-        shape, texts = prefix.shape_of(prefix.render(data, wire_name, hoisting, tool_json))
+        shape, texts = prefix.shape_of(prefix.render(data, wire_name, hoisting, tools_text))
         with self._lock:
             previous = self.sessions.get(key)
             record = CallRecord(shape=shape, turn=(previous.turn + 1) if previous else 1)
