@@ -221,7 +221,7 @@ class Stabilizer:
         """Load, run, compare-and-set; on a conflict reload and run again (bounded).
 
         The load brings the texts the journal refers to, so the rules run once and the
-        shared store costs two round trips (load, save) per request. The save goes to
+        shared store costs two round trips at most (load; a save only when a decision changed). The save goes to
         the store that answered the load, never to the other one."""
         ctx = dataclasses.replace(ctx, now=self.clock())  # the time history-dependent rules see
         for attempt in range(SAVE_ATTEMPTS):
