@@ -233,7 +233,10 @@ def apply(settings: Settings, profile: Profile | None) -> Settings:
     result = _apply(settings, profile)
     _APPLIED[key] = (settings, result)
     while len(_APPLIED) > 64:
-        _APPLIED.popitem(last=False)
+        try:
+            _APPLIED.popitem(last=False)
+        except KeyError:  # another thread emptied it meanwhile
+            break
     return result
 
 
