@@ -264,14 +264,6 @@ class Stabilizer:
         journals = getattr(self.local_store, "_journals", None)
         return len(journals) if journals is not None else None
 
-    def affinity_key(self, call_id: Any) -> str | None:
-        """The affinity session key the transform computed for this call (None: not transformed)."""
-        applied = self.applied.get(call_id) if isinstance(call_id, str) else None
-        return applied.affinity_key if applied is not None else None
-
-    def transformed_call(self, call_id: Any) -> bool:
-        return isinstance(call_id, str) and call_id in self.applied
-
     def response_headers(self, call_id: str | None) -> dict[str, str]:
         return self.sinks.response_headers(call_id)
 

@@ -201,11 +201,14 @@ class PrefixStabilizer(CustomLogger):
         except Exception as exc:
             logger.warning("litellm-prefix: could not resolve the deployment (%s)", type(exc).__name__)
             target, model_info, model, api_key_hash, team_id = Target(model=str(data.get("model", ""))), None, "", None, None
-        call_id = data.get("litellm_call_id")
-        # The affinity key comes with the transform (one read of the client's request); computed
-        # here only for a call the transform cannot name (no call id) or did not take.
-        key = None if isinstance(call_id, str) or not self._affinity_on(group) else self._session_key_for_affinity(
-            data, call_type, api_key_hash, team_id)
+        call_id = data.get("litellm_call_id") if isinstance(data.get("litellm_call_id"), str) else None
+        # A session id is given only where a router check reads it for this model group (LiteLLM's
+        # ``session_affinity``, or our own check in ``always`` mode); elsewhere the metadata stays as
+        # sent. The key comes with the transform (one read of the client's request); computed here
+        # only for a call the transform cannot name (no call id) or did not take.
+        affinity = self.affinity.active(group)
+        key = self._session_key_for_affinity(data, call_type, api_key_hash, team_id) \
+            if affinity and call_id is None else None
         result = await self.core.stabilize(
             data,
             call_type,
@@ -215,11 +218,11 @@ class PrefixStabilizer(CustomLogger):
             api_key_hash=api_key_hash if isinstance(api_key_hash, str) else None,
             team_id=team_id if isinstance(team_id, str) else None,
         )
-        if isinstance(call_id, str) and self._affinity_on(group):
-            if self.core.transformed_call(call_id):
-                key = self.core.affinity_key(call_id)
-            else:  # passed through (an internal error, another shape): the request is as the client sent it
-                key = self._session_key_for_affinity(data, call_type, api_key_hash, team_id)
+        if affinity and call_id is not None:
+            applied = self.core.applied.get(call_id)
+            # Passed through (an internal error, another shape): the request is as the client sent it.
+            key = applied.affinity_key if applied is not None else self._session_key_for_affinity(
+                data, call_type, api_key_hash, team_id)
         self._give_session_id(data, key, call_type)
         return result
 
@@ -242,9 +245,7 @@ class PrefixStabilizer(CustomLogger):
 
     def _session_key_for_affinity(self, data: Mapping[str, Any], call_type: Any, api_key_hash: Any,
                                   team_id: Any) -> str | None:
-        """The session key, computed on the client's request before any rule runs; None when affinity is off."""
-        if not self._affinity_on():
-            return None
+        """The session key, computed on the client's request (None: no conversation, or it failed)."""
         try:
             return session_key(data, call_type, api_key_hash if isinstance(api_key_hash, str) else None,
                                team_id if isinstance(team_id, str) else None, settings=self.settings,
@@ -253,14 +254,6 @@ class PrefixStabilizer(CustomLogger):
             self.core.stats["errors"] += 1
             logger.warning("litellm-prefix: no session key for affinity (%s)", type(exc).__name__)
             return None
-
-    def _affinity_on(self, group: str | None = None) -> bool:
-        """Session ids are given for affinity: on, and (``group`` given) a router check will read them
-        for this model group (LiteLLM's ``session_affinity``, or our own check in ``always`` mode).
-        Where none reads it the request's metadata is left as the client sent it."""
-        if not self.settings.enabled or self.settings.session_affinity == "off":
-            return False
-        return group is None or self.affinity.active(group)
 
     def _give_session_id(self, data: dict, key: str | None, call_type: Any) -> None:
         if key is None:
