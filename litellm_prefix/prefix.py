@@ -112,12 +112,13 @@ def _long_part(text: str) -> tuple[int, bytes, bytes]:
     """(length in bytes, digest, piece digests) of a long rendered part, computed once per distinct
     text: the head and the long messages of a session repeat request after request, and comparing
     a known text costs a ``memcmp``, not a hash of every byte."""
-    def compute(part: str) -> tuple[int, bytes, bytes]:
-        data = _encoded(part)
-        digest = _digest(data)
-        return len(data), digest, _pieces(digest, data)
+    return memo(text, "prefix-shape", _part_shape)
 
-    return memo(text, "prefix-shape", compute)
+
+def _part_shape(part: str) -> tuple[int, bytes, bytes]:
+    data = _encoded(part)
+    digest = _digest(data)
+    return len(data), digest, _pieces(digest, data)
 
 
 def shape_of(parts: list[tuple[str, str | bytes]]) -> tuple[Shape, list[str | bytes]]:

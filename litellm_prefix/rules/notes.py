@@ -23,11 +23,12 @@ def tail_anchor(ctx: Context) -> tuple[int, str] | None:
     if not ctx.client_body:
         return None
     index = len(ctx.client_body) - 1
-    return index, _message_hash(ctx, index)
+    return index, message_hash(ctx, index)
 
 
-def _message_hash(ctx: Context, index: int) -> str:
-    """``content_hash`` of client message ``index``, once per request however many rules ask."""
+def message_hash(ctx: Context, index: int) -> str:
+    """``content_hash`` of client message ``index``, once per request however many rules ask
+    (note anchors, and the keys of dropped section patches)."""
     key = ("message hash", index)
     found = ctx.memo.get(key)
     if found is None or found[0] is not ctx.client_body[index]:
@@ -36,7 +37,7 @@ def _message_hash(ctx: Context, index: int) -> str:
 
 
 def _anchor_holds(ctx: Context, index: int, anchor: str) -> bool:
-    return 0 <= index < len(ctx.client_body) and _message_hash(ctx, index) == anchor
+    return 0 <= index < len(ctx.client_body) and message_hash(ctx, index) == anchor
 
 
 def reseed(view: View, journal: Journal, ctx: Context) -> tuple[View, Journal, list[Event]]:

@@ -27,10 +27,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..context import Context, Event
-from ..journal import Journal, content_hash
+from ..journal import Journal
 from ..sections import PI_SECTIONS, PatchEntry, parse_head, parse_patch, render_patch
 from ..view import View, field_of, is_system_message
-from .notes import DROPPED
+from .notes import DROPPED, message_hash
 
 _MARK = "system prompt section"
 
@@ -74,7 +74,7 @@ def starts_run(item: Any) -> bool:
     if field_of(item, "role") != "user":
         return False
     content = field_of(item, "content")
-    if type(content) is not str and isinstance(content, list) and content and all(
+    if isinstance(content, list) and content and all(
             isinstance(part, Mapping) and part.get("type") == "tool_result" for part in content):
         return False
     return True
@@ -164,14 +164,14 @@ def drop_redundant_patches(view: View, journal: Journal, ctx: Context) -> tuple[
     counts = {"noop": 0, "notification_removal": 0, "recorded": 0, "emptied": 0, "typed_again": 0}
     for index in sorted(patches):
         entries = patches[index]
-        message_hash = content_hash(ctx.client_body[index]) if index < len(ctx.client_body) else ""
+        patch_hash = message_hash(ctx, index) if index < len(ctx.client_body) else ""
         # A patch sent with a typed prompt (directly before it) is that prompt's change: the user's own.
         # A drop recorded for it while it still looked like part of a notification run (the
         # request ended at the patch, or an older gateway judged it so) no longer holds.
         leads_typed = (owner := owners[index]) is not None and owner > index and not flags[index]
         kept: list[PatchEntry] = []
         for number, entry in enumerate(entries):
-            key = f"{index}:{message_hash}:{number}"
+            key = f"{index}:{patch_hash}:{number}"
             if key in journal.dropped:
                 if not leads_typed:
                     counts["recorded"] += 1
