@@ -17,7 +17,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .context import Context, Event, compact_json
+from .context import Context, Event, compact_json, orjson
 from .journal import MARKER_FIELDS, HeadRecord, Journal
 from .sections import JOIN, parse_head, section_digests, text_digest
 from .view import View, tool_name
@@ -38,18 +38,56 @@ def tools_json(view: View, ctx: Context | None = None) -> str:
         return ""
     if ctx is None:
         return "[" + ",".join(_unmarked_tool_json(tool, compact_json) for tool in tools) + "]"
+    return tools_entry(tools, ctx)[1]
+
+
+def tools_entry(tools: Any, ctx: Context) -> tuple[Any, str, bool]:
+    """``(tools, their unmarked JSON, exact)``, once per request and tools object (``ctx.memo``).
+
+    ``exact``: no tool carries a marker field and the text is orjson's encoding of the list, so
+    two lists with equal texts hold equal JSON values (what may be remembered by the text)."""
     key = ("tools_json", id(tools))
     memo = ctx.memo
     cached = memo.get(key)
     if cached is None or cached[0] is not tools:
-        if any(_marked(tool) for tool in tools):
-            text = "[" + ",".join(_unmarked_tool_json(tool, ctx.tool_json) for tool in tools) + "]"
-        else:
-            # One encoder call for the list (measured: 35 calls and a join cost ~3x more); the same
-            # bytes as tool by tool, compact JSON having no space after a comma.
-            text = compact_json(tools if type(tools) is list else list(tools))
-        cached = memo[key] = (tools, text)
-    return cached[1]
+        cached = memo[key] = _encode_tools(tools, ctx)
+    return cached
+
+
+def _encode_tools(tools: Any, ctx: Context) -> tuple[Any, str, bool]:
+    as_list = tools if type(tools) is list else list(tools)
+    text = None
+    if orjson is not None:
+        try:
+            text = orjson.dumps(as_list).decode()
+        except TypeError:
+            pass
+    # No marker field's key in the text: no tool is marked, without looking at each tool.
+    if text is not None and (not any(key in text for key in _MARKER_KEYS_JSON) or not any(_marked(t) for t in tools)):
+        return tools, text, True
+    if any(_marked(tool) for tool in tools):
+        return tools, "[" + ",".join(_unmarked_tool_json(tool, ctx.tool_json) for tool in tools) + "]", False
+    # One encoder call for the list (measured: 35 calls and a join cost ~3x more); the same
+    # bytes as tool by tool, compact JSON having no space after a comma.
+    return tools, compact_json(as_list), False
+
+
+def remember_tool_names(tools: Any, names: tuple[str, ...], ctx: Context) -> None:
+    """The names of ``tools`` for this request's head record (a rule that knows them already)."""
+    ctx.memo[("tool names", id(tools))] = (tools, names)
+
+
+def _tool_names(tools: Any, ctx: Context | None) -> tuple[str, ...]:
+    if not tools:
+        return ()
+    if ctx is not None:
+        cached = ctx.memo.get(("tool names", id(tools)))
+        if cached is not None and cached[0] is tools:
+            return cached[1]
+    return tuple(tool_name(t) for t in tools)
+
+
+_MARKER_KEYS_JSON = tuple(f'"{name}":' for name in sorted(MARKER_FIELDS))
 
 
 def _marked(tool: Any) -> bool:
@@ -123,7 +161,7 @@ def head_record(view: View, ctx: Context | None = None) -> tuple[HeadRecord, dic
         fingerprint=fingerprint("\x00".join(f"{name}:{h}" for (name, _), h in zip(parts, hashes)) + "\x00" + tools_hash),
         sections=tuple((name, h, len(text)) for (name, text), h in zip(parts, hashes)),
         tools=tools_hash,
-        tool_names=tuple(tool_name(t) for t in view.tools or ()),
+        tool_names=_tool_names(view.tools, ctx),
     )
     texts = {h: text for (_, text), h in zip(parts, hashes)}
     texts[record.tools] = tools

@@ -65,10 +65,9 @@ def litellm_strips_billing(call_type: Any, model: str, provider: str, model_info
     on chat completions the provider's chat config; its ``should_strip_billing_metadata()``.
     Cached per (route, model, provider, pass-through opt-in): the lookup costs up to 0.5 ms.
     """
-    route = str(getattr(call_type, "value", call_type) or "")
     endpoints = model_info.get("supported_endpoints") if isinstance(model_info, Mapping) else None
     passes_through = isinstance(endpoints, (list, tuple)) and "/v1/messages" in endpoints
-    return _litellm_strips_billing(route, model, provider, passes_through)
+    return _litellm_strips_billing(_call_type_name(call_type), model, provider, passes_through)
 
 
 @lru_cache(maxsize=1024)
@@ -135,16 +134,28 @@ def target_for(model: str, provider: str | None, model_info: Mapping[str, Any] |
                api_base: Any = None, call_type: Any = None) -> Target:
     import litellm
 
+    endpoints = model_info.get("supported_endpoints") if isinstance(model_info, Mapping) else None
+    return _target(model, provider or "", _declared_mid_system(model_info),
+                   isinstance(endpoints, (list, tuple)) and "/v1/messages" in endpoints,
+                   api_base if isinstance(api_base, str) else "", _call_type_name(call_type),
+                   bool(getattr(litellm, "openai_system_messages_first", False)))
+
+
+@lru_cache(maxsize=1024)
+def _target(model: str, provider: str, declared_mid_system: bool | None, passes_through: bool, api_base: str,
+            route: str, system_messages_first: bool) -> Target:
+    """The target for the values ``target_for`` reads from the request (each request asks twice:
+    the lookups in LiteLLM's maps cost more than the rules of a short request; a Target is frozen)."""
     provider = provider or _provider_of(model)
     return Target(
         model=model,
         provider=provider,
-        model_info_mid_system=_declared_mid_system(model_info),
+        model_info_mid_system=declared_mid_system,
         cost_map_mid_system=_cost_map_mid_system(model, provider),
-        system_messages_first=bool(getattr(litellm, "openai_system_messages_first", False)),
-        api_base=api_base if isinstance(api_base, str) else "",
-        strips_billing=litellm_strips_billing(call_type, model, provider, model_info) if provider else False,
-        accepts_prompt_cache_key=_accepts_prompt_cache_key(model, provider, _call_type_name(call_type)),
+        system_messages_first=system_messages_first,
+        api_base=api_base,
+        strips_billing=_litellm_strips_billing(route, model, provider, passes_through) if provider else False,
+        accepts_prompt_cache_key=_accepts_prompt_cache_key(model, provider, route),
         reads_cache_control=_reads_cache_control(model, provider),
     )
 

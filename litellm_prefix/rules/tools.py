@@ -17,7 +17,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ..context import Context, Event
+from ..context import Context, Event, compact_json
+from ..drift import remember_tool_names, tools_entry
 from ..sections import SectionedText, memo, sections_of, segment_memo
 from ..view import View, tool_name
 
@@ -145,6 +146,32 @@ def _closes_line(text: str, end: int) -> bool:
     return end == len(text) or text[end] == "\n"
 
 
+def _sorted_tools(tools: tuple[Any, ...], ctx: Context) -> tuple[Any, ...]:
+    """``sort_tools(tools)``, the order remembered with the tools' JSON text while it is known.
+
+    Only for tools without marks whose text is exact (equal texts, equal values): the order
+    is then a function of the text, and the sorted list's text and names come with it (the
+    head record needs both: no second encoding, no name read per tool)."""
+    _, text, exact = tools_entry(tools, ctx)
+    if not exact:
+        return sort_tools(tools)
+    order, sorted_text, names = memo(text, "tool order", lambda _: _order_of(tools))
+    new_tools = tools if order is None else tuple(tools[i] for i in order)
+    if order is not None:
+        ctx.memo[("tools_json", id(new_tools))] = (new_tools, sorted_text, True)
+    remember_tool_names(new_tools, names, ctx)
+    return new_tools
+
+
+def _order_of(tools: tuple[Any, ...]) -> tuple[tuple[int, ...] | None, str | None, tuple[str, ...]]:
+    ordered = sort_tools(tools)
+    if ordered is tools:
+        return None, None, tuple(tool_name(t) for t in tools)
+    position = {id(tool): i for i, tool in enumerate(tools)}  # unmarked: the same objects, reordered
+    return (tuple(position[id(tool)] for tool in ordered), compact_json(list(ordered)),
+            tuple(tool_name(t) for t in ordered))
+
+
 def normalize_tool_order(view: View, ctx: Context) -> tuple[View, list[Event]]:
     if ctx.settings.tool_order != "sort":
         return view, []
@@ -156,7 +183,7 @@ def normalize_tool_order(view: View, ctx: Context) -> tuple[View, list[Event]]:
         segments = None
     tools = view.tools
     if tools:
-        new_tools = sort_tools(tools)
+        new_tools = _sorted_tools(tools, ctx)
         if new_tools is not tools:
             events.append(Event("tool_order", {"where": "tools[]", "count": len(tools)}))
             tools = new_tools
