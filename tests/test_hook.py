@@ -229,3 +229,24 @@ async def test_no_session_id_is_given_where_no_router_check_reads_it():
     handler = PrefixStabilizer(Settings(path_check="absolute"))
     out = await handler.async_pre_call_hook(None, None, {**data, "metadata": {}, "litellm_call_id": "c-x"}, call_type)
     assert out["metadata"] == {} and handler.core.stats["affinity_session_ids"] == 0
+
+
+def test_target_follows_the_values_it_reads_although_remembered(monkeypatch):
+    """``target_for`` is remembered per model, provider, route and the model_info values it
+    reads: a changed value (the switch, the declaration, the endpoints) gives its own target."""
+    import litellm
+
+    from litellm_prefix.hook import target_for
+
+    monkeypatch.setattr(litellm, "openai_system_messages_first", False, raising=False)
+    plain = target_for("openai/gpt-4o", None, None, api_base="http://a/v1", call_type="acompletion")
+    assert plain.provider == "openai" and plain.api_base == "http://a/v1" and not plain.system_messages_first
+    assert target_for("openai/gpt-4o", None, None, api_base="http://a/v1", call_type="acompletion") is plain
+    monkeypatch.setattr(litellm, "openai_system_messages_first", True, raising=False)
+    assert target_for("openai/gpt-4o", None, None, api_base="http://a/v1", call_type="acompletion").system_messages_first
+    declared = target_for("openai/gpt-4o", None, {"supports_mid_conversation_system": False}, call_type="acompletion")
+    assert declared.model_info_mid_system is False
+    ours = target_for("openai/gpt-4o", None, {"litellm_prefix": {"supportsMidConversationSystem": True}},
+                      call_type="acompletion")
+    assert ours.model_info_mid_system is True
+    assert target_for("openai/gpt-4o", None, None, api_base="http://b/v1", call_type="acompletion").api_base == "http://b/v1"

@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import copy
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from realistic import TOOL_NAMES, anthropic_tools, openai_tools, pi_system_prompt, responses_tools, shuffled
 
 from litellm_prefix.rules.tools import normalize_tool_order, sort_tools, sort_tools_section
@@ -76,3 +79,46 @@ def test_rule_reports_what_it_sorted(ctx):
     out, events = normalize_tool_order(view, ctx())
     assert {e.data["where"] for e in events} == {"tools section", "tools[]"}
     assert normalize_tool_order(out, ctx()) == (out, [])
+
+
+def _slow_order(tools):
+    """What the rule gives without the order remembered by the tools' text."""
+    from litellm_prefix.drift import _unmarked_tool_json
+    from litellm_prefix.context import compact_json
+
+    ordered = sort_tools(tuple(tools))
+    return list(ordered), "[" + ",".join(_unmarked_tool_json(t, compact_json) for t in ordered) + "]"
+
+
+tool_lists = st.lists(
+    st.fixed_dictionaries(
+        {"type": st.just("function"),
+         "function": st.fixed_dictionaries({"name": st.sampled_from(["read", "bash", "edit", "a", "z", ""]),
+                                            "description": st.text(max_size=5)})},
+        optional={"cache_control": st.just({"type": "ephemeral"}), "strict": st.booleans()}),
+    max_size=6)
+
+
+@settings(max_examples=200, deadline=None)
+@given(tool_lists, st.integers(min_value=1, max_value=3))
+def test_remembered_order_gives_the_same_tools_json_and_names_as_sorting(tools, repeats):
+    """The order remembered with the tools' text: duplicates, marks and all, the same objects
+    in the same order, the same head JSON and names, on the first request and on repeats
+    (each repeat a fresh copy of the tools, as every request parses its own)."""
+    from litellm_prefix.context import Context
+    from litellm_prefix.drift import head_record, tools_json
+    from litellm_prefix.settings import Settings
+
+    expected_tools, expected_json = _slow_order(tools)
+    for _ in range(repeats):
+        fresh = copy.deepcopy(tools)
+        ctx = Context(settings=Settings())
+        view, _ = normalize_tool_order(View("chat", (), tuple(fresh) if fresh else None, ()), ctx)
+        got = list(view.tools or ())
+        assert got == expected_tools
+        if fresh:
+            assert tools_json(view, ctx) == expected_json
+            record, _ = head_record(view, ctx)
+            assert record.tool_names == tuple(tool_name(t) for t in expected_tools)
+            if not any("cache_control" in t for t in fresh):  # (a moved mark copies two tools)
+                assert all(any(g is f for f in fresh) for g in got)  # the client's own objects
