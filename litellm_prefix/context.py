@@ -96,6 +96,14 @@ class Context:
     # The tenant-scoped session key (session.scoped_key): provider hints derive from it.
     session_key: str = ""
 
+    def but(self, **changes: Any) -> "Context":
+        """``dataclasses.replace(self, **changes)`` without its per-call field introspection (the
+        shell derives a request's contexts several times per request; the memo is shared)."""
+        new = object.__new__(Context)
+        new.__dict__.update(self.__dict__)
+        new.__dict__.update(changes)
+        return new
+
     def tool_json(self, tool: Any) -> str:
         """One tool's compact JSON, computed once per request however many rules ask."""
         key = id(tool)

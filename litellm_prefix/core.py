@@ -200,7 +200,7 @@ class Stabilizer:
         try:
             if key is None:
                 key = scoped_key(tenant_of(data, api_key_hash, team_id), session_id(data, view)[0])
-            updates, events = pipeline.run_hints(data, shape, dataclasses.replace(ctx, session_key=key))
+            updates, events = pipeline.run_hints(data, shape, ctx.but(session_key=key))
         except Exception as exc:
             self.stats["errors"] += 1
             logger.error("litellm-prefix: internal error in provider hints, none added (%s)\n%s",
@@ -223,17 +223,17 @@ class Stabilizer:
         The load brings the texts the journal refers to, so the rules run once and the
         shared store costs two round trips at most (load; a save only when a decision changed). The save goes to
         the store that answered the load, never to the other one."""
-        ctx = dataclasses.replace(ctx, now=self.clock())  # the time history-dependent rules see
+        ctx = ctx.but(now=self.clock())  # the time history-dependent rules see
         for attempt in range(SAVE_ATTEMPTS):
             loaded = await self.store.load(key)
             journal = _decoded(loaded.journal) if loaded.journal else Journal()
-            run_ctx = dataclasses.replace(ctx, texts={**ctx.texts, **loaded.texts}) if loaded.texts else ctx
+            run_ctx = ctx.but(texts={**ctx.texts, **loaded.texts}) if loaded.texts else ctx
             new_view, new_journal, events = pipeline.run(view, journal, run_ctx)
             needed = [h for e in events if e.kind == "need_texts" for h in e.data["hashes"]]
             if needed:  # a text the load did not bring: evicted, or one the journal does not refer to
                 missing = [h for h in needed if h not in run_ctx.texts and h not in loaded.refs]
                 texts = await self.store.get_texts(loaded, missing) if missing else {}
-                run_ctx = dataclasses.replace(run_ctx, texts={**run_ctx.texts, **texts}, texts_fetched=True)
+                run_ctx = run_ctx.but(texts={**run_ctx.texts, **texts}, texts_fetched=True)
                 new_view, new_journal, events = pipeline.run(view, journal, run_ctx)
             texts = {h: t for e in events if e.kind == "texts" for h, t in e.data["texts"].items()}
             if new_journal == journal:

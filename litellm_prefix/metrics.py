@@ -54,6 +54,16 @@ class Metrics:
                                            buckets=LATENCY_BUCKETS, registry=reg)
         self.sessions = Gauge(f"{NAMESPACE}_sessions", "Sessions held in this process's local store",
                               multiprocess_mode="livesum", registry=reg)
+        self._children: dict[tuple, Any] = {}
+
+    def child(self, metric: Any, *values: str) -> Any:
+        """``metric.labels(*values)``, kept: every request counts into the same few children
+        (the labels are bounded), and ``labels`` validates and locks on each call."""
+        key = (id(metric), values)
+        found = self._children.get(key)
+        if found is None:
+            found = self._children[key] = metric.labels(*values)
+        return found
 
 
 def get() -> Metrics | None:
@@ -120,6 +130,6 @@ class Stats(Counter):
             metrics = get()
             if metrics is not None:
                 try:
-                    metrics.internal.labels(key).inc(delta)
+                    metrics.child(metrics.internal, key).inc(delta)
                 except Exception:  # metrics never break a call
                     pass

@@ -177,11 +177,11 @@ class Sinks:
 
     def _count_request(self, group, agent, rules, drift, seconds, sessions_held) -> None:
         m = self.metrics
-        m.requests.labels(group, agent).inc()
+        m.child(m.requests, group, agent).inc()
         for rule in sorted({e.kind for e in rules}):
-            m.rewrites.labels(rule, group, agent).inc()
+            m.child(m.rewrites, rule, group, agent).inc()
         if drift:
-            m.drift.labels(metrics.part_label(str(drift.get("first_diff_in", ""))), group, agent).inc()
+            m.child(m.drift, metrics.part_label(str(drift.get("first_diff_in", ""))), group, agent).inc()
         if seconds is not None:
             m.transform_seconds.observe(seconds)
         if sessions_held is not None:
@@ -280,11 +280,11 @@ class Sinks:
         self.jsonl(out)
         if self.metrics is not None:
             m, labels = self.metrics, (pending.model_group or model, verdict.cls, pending.agent)
-            m.calls.labels(*labels).inc()
-            m.prompt_tokens.labels(*labels).inc(measured.prompt)
-            m.cached_tokens.labels(*labels).inc(cached)
+            m.child(m.calls, *labels).inc()
+            m.child(m.prompt_tokens, *labels).inc(measured.prompt)
+            m.child(m.cached_tokens, *labels).inc(cached)
             if verdict.tokens_lost:
-                m.lost_tokens.labels(*labels).inc(verdict.tokens_lost)
+                m.child(m.lost_tokens, *labels).inc(verdict.tokens_lost)
         return out
 
     # -- symlinks, JSONL, headers ------------------------------------------------------

@@ -250,3 +250,21 @@ def test_target_follows_the_values_it_reads_although_remembered(monkeypatch):
                       call_type="acompletion")
     assert ours.model_info_mid_system is True
     assert target_for("openai/gpt-4o", None, None, api_base="http://b/v1", call_type="acompletion").api_base == "http://b/v1"
+
+
+def test_context_but_is_dataclasses_replace():
+    """The shell's fast ``Context.but`` gives what ``dataclasses.replace`` gives, shares the
+    request's memo, and leaves the original as it was."""
+    import dataclasses
+
+    from litellm_prefix.context import Context, Target
+    from litellm_prefix.settings import Settings
+
+    ctx = Context(settings=Settings(), target=Target(model="m"), client_body=({"role": "user"},), ping=True)
+    for changes in ({"now": 5.0}, {"texts": {"h": "t"}, "texts_fetched": True}, {"session_key": "k"}):
+        fast, slow = ctx.but(**changes), dataclasses.replace(ctx, **changes)
+        assert fast == slow and fast.memo is ctx.memo and type(fast) is Context
+        assert all(getattr(fast, f.name) == getattr(slow, f.name) for f in dataclasses.fields(Context))
+    assert ctx.now is None and ctx.texts == {} and ctx.session_key == ""
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        ctx.but(now=1.0).now = 2.0
