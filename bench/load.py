@@ -13,6 +13,11 @@ LiteLLM proxy processes in front of the recording upstream:
   alternating between them, against ``baseline-2``: two proxies without the plugin
   taking turns the same way (two processes share a wave, so they compare with two).
 
+Every proxy, with the plugin or without, also loads ``bench/proxy_gc.py``: its start-up heap
+is frozen at the first request (a full collection of a LiteLLM proxy's heap costs ~0.5 s of
+CPU and lands in an arbitrary wave, in any configuration), and its collections are counted
+and reported (``--no-freeze``: left to the collector).
+
 Turn by turn, each configuration sends its 32 requests at once, one configuration after
 the other (the order rotates every turn), so all of them see the same machine. Reported,
 per configuration and against ``baseline`` of the same run: median and p90 latency,
@@ -48,7 +53,8 @@ for _name in list(os.environ):  # the proxies get only the settings this benchma
         del os.environ[_name]
 ROOT = Path(__file__).resolve().parent.parent
 os.environ["LITELLM_PREFIX_CONFIG"] = str(ROOT / "bench" / "no-such-global-settings.json")
-os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    p for p in (str(ROOT), str(ROOT / "bench"), os.environ.get("PYTHONPATH")) if p)
 sys.path.insert(0, str(ROOT / "tests"))
 
 import httpx  # noqa: E402
@@ -148,6 +154,12 @@ def fallback_lines(proxies: list[Proxy]) -> int:
     return count
 
 
+def gc_stats(proxy: Proxy) -> dict | None:
+    """The proxy's last ``proxy-gc`` line (proxy_gc.py): collections per generation and their CPU."""
+    lines = [line for line in proxy.log.read_text(errors="replace").splitlines() if line.startswith("proxy-gc ")]
+    return json.loads(lines[-1][len("proxy-gc "):]) if lines else None
+
+
 async def run(args) -> dict:
     work = Path(tempfile.mkdtemp(prefix="litellm-prefix-load-"))
     upstream = Upstream(work)
@@ -155,10 +167,14 @@ async def run(args) -> dict:
     proxies: dict[str, Proxy] = {}
     try:
         base_config = proxy_config(upstream)
-        plain = {**base_config, "litellm_settings": {}}
+        # Every proxy, with and without the plugin, gets the same collector set-up (proxy_gc.py):
+        # its start-up heap frozen at the first request (unless --no-freeze), collections counted.
+        plain = {**base_config, "litellm_settings": {"callbacks": ["proxy_gc.handler"]}}
+        base_config = {**base_config, "litellm_settings": {
+            "callbacks": [*base_config["litellm_settings"]["callbacks"], "proxy_gc.handler"]}}
         started = time.monotonic()
         # Unbuffered output, so the plugin's warning lines (store fallbacks) are in the log when counted.
-        env = {"PYTHONUNBUFFERED": "1"}
+        env = {"PYTHONUNBUFFERED": "1", "BENCH_GC_FREEZE": "0" if args.no_freeze else "1"}
         shared = {**env, "LITELLM_PREFIX_STORE": redis_server.url}
         proxies["baseline"] = Proxy(work, plain, env, name="baseline")
         proxies["baseline-b"] = Proxy(work, plain, env, name="baseline-b")
@@ -242,6 +258,8 @@ async def run(args) -> dict:
             if config in ("redis", "replicas"):
                 entry["redis_calls_per_request"] = evalsha[config] / requests
             report["configs"][config] = entry
+        report["gc"] = {"frozen_at_start": not args.no_freeze,
+                        **{name: gc_stats(proxy) for name, proxy in proxies.items()}}
         report["store_fallbacks"] = fallback_lines([proxies["redis-a"], proxies["redis-b"]])
         # The count above can only be trusted if a fallback shows up where it is read: stop
         # Redis, send one more request, and look for its line.
@@ -274,6 +292,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=32)
     parser.add_argument("--turns", type=int, default=10)
+    parser.add_argument("--no-freeze", action="store_true",
+                        help="leave every proxy's start-up heap to the collector (see bench/proxy_gc.py)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "load.json"))
     args = parser.parse_args()
     started = time.monotonic()
@@ -301,6 +321,10 @@ def main() -> None:
           f"detected {report['fallback_check']['detected']}, errors {report['fallback_check']['errors']}); nothing lost: "
           f"{all(e['nothing_lost'] for e in report['configs'].values())}; every turn a prefix of the next "
           f"(plugin): {all(e['prefix_monotone'] for e in plugin)}")
+    gcs = {name: g for name, g in report["gc"].items() if isinstance(g, dict)}
+    print("full collections during the run (CPU ms): " + ", ".join(
+        f"{name} {g['collections'][2]} ({g['cpu_ms'][2]:.0f})" for name, g in gcs.items())
+          + f"; start-up heap frozen: {report['gc']['frozen_at_start']}")
     print(f"written to {args.out}")
 
 
