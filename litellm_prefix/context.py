@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 try:  # about 10x faster than json for the tool schemas every request carries
     import orjson
@@ -74,12 +75,32 @@ def compact_json(value: Any) -> str:
     return _ENCODER.encode(value)
 
 
+_EXISTS: dict[str, tuple[bool, float]] = {}
+EXISTS_SECONDS = 1.0
+
+
+def path_exists(path: str) -> bool:
+    """``os.path.exists``, remembered for a second per path (the shell's answer for ``pathCheck:
+    exists``): a session names the same install roots on every request, and a ``stat`` on a
+    busy gateway costs more than the rules of a short request. An install root that appears
+    or goes is seen within a second."""
+    now = time.monotonic()
+    found = _EXISTS.get(path)
+    if found is not None and now - found[1] < EXISTS_SECONDS:
+        return found[0]
+    result = os.path.exists(path)
+    if len(_EXISTS) >= 4096:
+        _EXISTS.clear()
+    _EXISTS[path] = (result, now)
+    return result
+
+
 @dataclass(frozen=True)
 class Context:
     settings: Settings
     target: Target = field(default_factory=Target)
     # Used by pathCheck=exists; injected so rules stay pure and tests need no disk.
-    path_exists: Callable[[str], bool] = os.path.exists
+    path_exists: Callable[[str], bool] = path_exists
     # The body as the client sent it: note anchors (index + content hash) refer to it.
     client_body: tuple[Any, ...] = ()
     # Section and tools texts by content hash, fetched from the store for the rules that need them.

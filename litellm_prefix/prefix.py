@@ -101,10 +101,12 @@ def render(data: Mapping[str, Any], wire_name: str, target: Mapping[str, Any] | 
            tools_text: str | None = None) -> list[tuple[str, str]]:
     """``tools_text``: the request's tools as the rules encoded them (their fingerprint's JSON), if known."""
     turn = Turn("", ROUTE_OF_WIRE.get(wire_name, "chat"), data, dict(target or {}))  # type: ignore[arg-type]
-    return render_parts(turn, dumps=_sorted_json, tool_dumps=compact_json, tool_text=tools_text)
+    return render_parts(turn, dumps=_sorted_json, tool_dumps=compact_json, tool_text=tools_text, framed=True)
 
 
-def _encoded(text: str | bytes) -> bytes:
+def _encoded(text: str | bytes | tuple[str, str, str]) -> bytes:
+    if isinstance(text, tuple):  # a framed part (``render``): prefix, body, suffix
+        text = "".join(text)
     return text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
 
 
@@ -121,13 +123,25 @@ def _part_shape(part: str) -> tuple[int, bytes, bytes]:
     return len(data), digest, _pieces(digest, data)
 
 
-def shape_of(parts: list[tuple[str, str | bytes]]) -> tuple[Shape, list[str | bytes]]:
-    """The shape of a rendered request (parts as text or UTF-8 bytes), and its parts (for one
-    comparison; not to be kept)."""
+def shape_of(parts: list[tuple[str, Any]]) -> tuple[Shape, list[Any]]:
+    """The shape of a rendered request (parts as text, UTF-8 bytes, or ``(prefix, body, suffix)``
+    texts as ``render`` frames them), and its parts (for one comparison; not to be kept)."""
     lengths = array("I")
     digests: list[bytes] = []
     pieces: dict[int, bytes] = {}
     for index, (_, text) in enumerate(parts):
+        if isinstance(text, tuple):
+            prefix, body, suffix = text
+            if len(body) >= PIECES_FROM:
+                # Remembered with the body, the message's own string (the rules already looked the
+                # head up by it), under its framing: the same values as for the framed text.
+                length, digest, cut = memo(body, ("prefix-shape", prefix, suffix),
+                                           lambda b: _part_shape(prefix + b + suffix))
+                lengths.append(length)
+                digests.append(digest)
+                pieces[index] = cut
+                continue
+            text = prefix + body + suffix
         if isinstance(text, str) and len(text) >= PIECES_FROM:
             length, digest, cut = _long_part(text)
         else:

@@ -147,12 +147,18 @@ def render(turn: Turn) -> str:
 
 
 def render_parts(turn: Turn, dumps: Callable[[Any], str] = _sorted_json,
-                 tool_dumps: Callable[[Any], str] = _tool_json, tool_text: str | None = None) -> list[tuple[str, str]]:
+                 tool_dumps: Callable[[Any], str] = _tool_json, tool_text: str | None = None,
+                 framed: bool = False) -> list[tuple[str, Any]]:
     """``render`` as labelled parts (``system``, ``tools``, ``messages[i]``, ``end``) whose texts join to it.
 
     ``dumps``/``tool_dumps``: the JSON encoders (sorted keys / the tool's own key order); the
     live measurement passes faster ones, which may space the JSON differently, and may pass
-    the tools' text itself (``tool_text``: the JSON the rules already made of them)."""
+    the tools' text itself (``tool_text``: the JSON the rules already made of them).
+    ``framed``: each part as ``(prefix, body, suffix)`` instead of their concatenation (the
+    body is the message's own string: the measurement looks a long one up without copying it)."""
+    def part(prefix: str, body: str, suffix: str) -> Any:
+        return (prefix, body, suffix) if framed else f"{prefix}{body}{suffix}"
+
     pairs = messages_of(turn, dumps)
     if hoists(turn.target):
         head = [p for p in pairs if p[0] == "system"]
@@ -160,17 +166,17 @@ def render_parts(turn: Turn, dumps: Callable[[Any], str] = _sorted_json,
     tools = turn.request.get("tools")
     if tool_text is None or not tools:
         tool_text = "\n".join(tool_dumps(t) for t in tools) if tools else ""
-    out: list[tuple[str, str]] = []
+    out: list[tuple[str, Any]] = []
     if tool_text and (not pairs or pairs[0][0] != "system"):
-        out.append(("tools", f"<|im_start|>system\n# Tools\n{tool_text}<|im_end|>\n"))
+        out.append(("tools", part("<|im_start|>system\n# Tools\n", tool_text, "<|im_end|>\n")))
     for index, (role, text) in enumerate(pairs):
         if index == 0 and tool_text and role == "system":
-            out.append(("system", f"<|im_start|>{role}\n{text}"))
-            out.append(("tools", f"\n\n# Tools\n{tool_text}<|im_end|>\n"))
+            out.append(("system", part(f"<|im_start|>{role}\n", text, "")))
+            out.append(("tools", part("\n\n# Tools\n", tool_text, "<|im_end|>\n")))
         else:
             label = "system" if index == 0 and role == "system" else f"messages[{index}]"
-            out.append((label, f"<|im_start|>{role}\n{text}<|im_end|>\n"))
-    out.append(("end", "<|im_start|>assistant\n"))
+            out.append((label, part(f"<|im_start|>{role}\n", text, "<|im_end|>\n")))
+    out.append(("end", part("<|im_start|>assistant\n", "", "")))
     return out
 
 

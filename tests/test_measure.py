@@ -338,3 +338,31 @@ def test_a_shape_from_text_parts_is_the_shape_from_their_bytes(short, long):
     as_text, _ = prefix.shape_of(parts)
     as_bytes, _ = prefix.shape_of([(label, t.encode()) for label, t in parts])
     assert as_text == as_bytes
+
+
+@hsettings(max_examples=100, deadline=None)
+@given(st.lists(texts, min_size=1, max_size=5), st.lists(st.text(alphabet="xy\né", min_size=2000, max_size=2600),
+                                                         min_size=1, max_size=3), st.booleans())
+def test_framed_parts_give_the_shape_and_the_comparison_of_their_joined_texts(short, long, hoist):
+    """``render`` frames each part as (prefix, body, suffix) so that a long body is looked up by
+    its own string: the shape, and the comparison with the previous request, are those of the
+    joined parts (bodies just under and over the long-part length included)."""
+    from litellm_prefix.replay import Turn
+
+    messages = [{"role": "system", "content": "head " * 20}]
+    messages += [{"role": ("user", "assistant")[i % 2], "content": t} for i, t in enumerate([*short, *long])]
+    tools = [{"type": "function", "function": {"name": "read", "parameters": {}}}]
+    target = {"provider": "gemini"} if hoist else {}
+    request = {"model": "m", "messages": messages, "tools": tools}
+    framed = prefix.render(request, "chat", target)
+    joined = [(label, "".join(text)) for label, text in framed]
+    assert all(isinstance(text, tuple) for _, text in framed)
+    shape_framed, texts_framed = prefix.shape_of(framed)
+    shape_joined, texts_joined = prefix.shape_of(joined)
+    assert shape_framed == shape_joined
+    earlier, _ = prefix.shape_of(prefix.render({**request, "messages": messages[:-1]}, "chat", target))
+    assert prefix.compare(earlier, shape_framed, texts_framed) == prefix.compare(earlier, shape_joined, texts_joined)
+    changed = [*messages[:-1], {**messages[-1], "content": messages[-1]["content"][:-1] + "#"}]
+    after, after_texts = prefix.shape_of(prefix.render({**request, "messages": changed}, "chat", target))
+    assert prefix.compare(shape_framed, after, after_texts) == prefix.compare(
+        shape_joined, after, [("".join(t)) for t in after_texts])

@@ -146,3 +146,23 @@ def test_nested_roots_are_rewritten_each_as_itself(ctx):
     outer = f"/x{inner}"
     out = _rewrite(f"a {inner}/docs and b {outer}/docs", ctx(stable_path="/s"))
     assert out == "a /s/docs and b /s/docs"
+
+
+def test_path_exists_is_remembered_for_a_second_per_path(tmp_path, monkeypatch):
+    """The shell's ``pathCheck: exists`` answer: one ``stat`` per path and second; a root that
+    appears or goes is seen once the second has passed."""
+    from litellm_prefix import context
+
+    clock = [1000.0]
+    monkeypatch.setattr(context.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(context, "_EXISTS", {})
+    root = tmp_path / "lib" / "node_modules" / "@earendil-works" / "pi-coding-agent"
+    assert context.path_exists(str(root)) is False
+    root.mkdir(parents=True)
+    assert context.path_exists(str(root)) is False  # within the second: remembered
+    clock[0] += context.EXISTS_SECONDS
+    assert context.path_exists(str(root)) is True
+    root.rmdir()
+    clock[0] += context.EXISTS_SECONDS
+    assert context.path_exists(str(root)) is False
+    assert context.Context(settings=context.Settings()).path_exists is context.path_exists
