@@ -13,6 +13,11 @@ LiteLLM proxy processes in front of the recording upstream:
   alternating between them, against ``baseline-2``: two proxies without the plugin
   taking turns the same way (two processes share a wave, so they compare with two).
 
+- ``calibration``: a proxy without the plugin whose pre-call hook spends a known CPU time
+  per request (``--calibration-ms``, default 2.0; ``bench/proxy_gc.py``), measured like
+  the plugin: on a shared machine one run's CPU ratios move by several percent either way,
+  and this row shows by how much in the same run.
+
 Every proxy, with the plugin or without, also loads ``bench/proxy_gc.py``: its start-up heap
 is frozen at the first request (a full collection of a LiteLLM proxy's heap costs ~0.5 s of
 CPU and lands in an arbitrary wave, in any configuration), and its collections are counted
@@ -61,8 +66,9 @@ import httpx  # noqa: E402
 from procs import Proxy, RedisServer, Upstream, proxy_config  # noqa: E402
 from sessions import PiClient, memory_flip_turn  # noqa: E402
 
-CONFIGS = ("baseline", "memory", "redis", "baseline-2", "replicas")
-AGAINST = {"memory": "baseline", "redis": "baseline", "replicas": "baseline-2"}
+CONFIGS = ("baseline", "memory", "redis", "baseline-2", "replicas", "calibration")
+AGAINST = {"memory": "baseline", "redis": "baseline", "replicas": "baseline-2", "calibration": "baseline"}
+PLUGIN = ("memory", "redis", "replicas")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -181,12 +187,16 @@ async def run(args) -> dict:
         proxies["memory"] = Proxy(work, base_config, env, name="memory")
         proxies["redis-a"] = Proxy(work, base_config, shared, name="redis-a")
         proxies["redis-b"] = Proxy(work, base_config, shared, name="redis-b")
+        calibrated = {**plain, "litellm_settings": {"callbacks": ["proxy_gc.calibration", "proxy_gc.handler"]}}
+        proxies["calibration"] = Proxy(work, calibrated, {**env, "BENCH_BURN_MS": str(args.calibration_ms)},
+                                       name="calibration")
         for proxy in proxies.values():
             proxy.wait_ready()
         print(f"{len(proxies)} proxies ready in {time.monotonic() - started:.0f} s", flush=True)
         targets = {"baseline": [proxies["baseline"]], "memory": [proxies["memory"]],
                    "baseline-2": [proxies["baseline"], proxies["baseline-b"]],
-                   "redis": [proxies["redis-a"]], "replicas": [proxies["redis-a"], proxies["redis-b"]]}
+                   "redis": [proxies["redis-a"]], "replicas": [proxies["redis-a"], proxies["redis-b"]],
+                   "calibration": [proxies["calibration"]]}
         sessions = {c: [Session(i, args.sessions, c) for i in range(args.sessions)] for c in CONFIGS}
         latencies = {c: [] for c in CONFIGS}
         cpu = {c: 0.0 for c in CONFIGS}
@@ -238,7 +248,7 @@ async def run(args) -> dict:
                 monotone &= all(later["messages"][: len(earlier["messages"])] == earlier["messages"]
                                 for earlier, later in zip(bodies, bodies[1:]))
                 most_heads = max(most_heads, len({head_of(b) for b in bodies}))
-                if config in AGAINST:  # one head per session, the same as the single proxy's
+                if config in PLUGIN:  # one head per session, the same as the single proxy's
                     stable &= len({head_of(b) for b in bodies} | {head_of(b) for b in reference[i]}) == 1
             entry = {
                 "requests": len(latencies[config]) + errors[config],
@@ -253,7 +263,7 @@ async def run(args) -> dict:
             # CPU per request wave by wave: a full collection of the proxy's heap (~0.5 s of CPU
             # for a LiteLLM proxy) shows as one wave far above the others, in any configuration.
             entry["cpu_ms_per_request_by_turn"] = [round(1000 * spent / args.sessions, 1) for _, spent in per_turn[config]]
-            if config in AGAINST:
+            if config in PLUGIN:
                 entry["heads_stable"] = stable
             if config in ("redis", "replicas"):
                 entry["redis_calls_per_request"] = evalsha[config] / requests
@@ -280,6 +290,9 @@ async def run(args) -> dict:
             pairs = list(zip(per_turn[config], per_turn[against]))
             entry["p50_ratio_turn_median"] = statistics.median(a[0] / b[0] for a, b in pairs)
             entry["cpu_ratio_turn_median"] = statistics.median(a[1] / b[1] for a, b in pairs if b[1] > 0)
+        calibration = report["configs"]["calibration"]
+        calibration["known_extra_ms"] = args.calibration_ms
+        calibration["measured_extra_ms"] = calibration["cpu_ms_per_request"] - report["configs"]["baseline"]["cpu_ms_per_request"]
         return report
     finally:
         for proxy in proxies.values():
@@ -292,6 +305,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=32)
     parser.add_argument("--turns", type=int, default=10)
+    parser.add_argument("--calibration-ms", type=float, default=2.0,
+                        help="CPU the calibration proxy's hook spends per request (a known cost, measured like the plugin's)")
     parser.add_argument("--no-freeze", action="store_true",
                         help="leave every proxy's start-up heap to the collector (see bench/proxy_gc.py)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "load.json"))
@@ -316,7 +331,11 @@ def main() -> None:
         print(f"| {config} | {e['p50_ms']:.0f} | {e['p90_ms']:.0f} | {ratio} | {e['cpu_ms_per_request']:.1f} | "
               f"{cpu_ratio} | {e['errors']} | {calls} | {e['most_heads_in_a_session']} | {stable} |")
     print("(in brackets: the median over the turns of the same ratio, turn by turn)")
-    plugin = [e for c, e in report["configs"].items() if c in AGAINST]
+    plugin = [e for c, e in report["configs"].items() if c in PLUGIN]
+    cal = report["configs"]["calibration"]
+    print(f"calibration (a hook known to spend {cal['known_extra_ms']:.1f} ms of CPU per request, no plugin): "
+          f"measured {cal['measured_extra_ms']:+.1f} ms per request ({(cal['cpu_ratio'] - 1) * 100:+.0f}%, "
+          f"turn median {(cal['cpu_ratio_turn_median'] - 1) * 100:+.0f}%)")
     print(f"store fallbacks logged (redis proxies): {report['store_fallbacks']} (a stopped Redis afterwards: "
           f"detected {report['fallback_check']['detected']}, errors {report['fallback_check']['errors']}); nothing lost: "
           f"{all(e['nothing_lost'] for e in report['configs'].values())}; every turn a prefix of the next "
