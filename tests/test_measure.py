@@ -347,8 +347,6 @@ def test_framed_parts_give_the_shape_and_the_comparison_of_their_joined_texts(sh
     """``render`` frames each part as (prefix, body, suffix) so that a long body is looked up by
     its own string: the shape, and the comparison with the previous request, are those of the
     joined parts (bodies just under and over the long-part length included)."""
-    from litellm_prefix.replay import Turn
-
     messages = [{"role": "system", "content": "head " * 20}]
     messages += [{"role": ("user", "assistant")[i % 2], "content": t} for i, t in enumerate([*short, *long])]
     tools = [{"type": "function", "function": {"name": "read", "parameters": {}}}]
