@@ -1,0 +1,119 @@
+"""The plugin's own CPU per request, hook by hook, in one process (no proxy, no network).
+
+The requests of ``bench/load.py``'s sessions (32 pi-like sessions, 10 turns) go through the
+three hooks a proxy calls for a chat completion, as a proxy calls them: the pre-call hook on
+the parsed body, the deployment hook on a copy with the deployment's fields (LiteLLM copies
+the tools list), the success callback with a usage object. Reported: the median and mean
+thread CPU of each hook, and the pre-call hook's mean turn by turn (turn 1 is every
+session's first request).
+
+``--flush MB`` (default 8) writes that many megabytes and touches 20,000 objects per MB
+between requests: in a proxy, LiteLLM's own ~15-20 ms of work per request leaves the CPU
+caches cold for the plugin, and with the flush this bench reproduced the proxy's own thread
+time inside each hook within 1% (measured there with per-hook timers). ``--flush 0`` gives
+the warm figure. Compare two versions of the code by running this file from each checkout
+in turn (the machine's speed drifts: alternate, and repeat).
+
+    .venv/bin/python bench/hooks_cpu.py [--sessions 32 --turns 10 --flush 8]
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import time
+import uuid
+from pathlib import Path
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "bench")]
+for _name in list(os.environ):  # default settings, as bench/load.py's proxies
+    if _name == "LITELLM_PREFIX" or _name.startswith("LITELLM_PREFIX_"):
+        del os.environ[_name]
+
+import litellm  # noqa: E402
+from load import Session  # noqa: E402
+
+import litellm_prefix.hook as hook_module  # noqa: E402
+from litellm_prefix.hook import PrefixStabilizer  # noqa: E402
+from litellm_prefix.settings import Settings  # noqa: E402
+
+DEPLOYMENT = {"model": "openai/upstream-chat", "custom_llm_provider": "openai", "api_base": "http://127.0.0.1:9/v1"}
+
+
+class Flush:
+    def __init__(self, megabytes: int) -> None:
+        self.buffer = bytearray(megabytes << 20)
+        self.objects = [object() for _ in range(megabytes * 20_000)]
+
+    def __call__(self) -> None:
+        if self.buffer:
+            self.buffer[:] = bytes(len(self.buffer))
+            for item in self.objects:
+                id(item)
+
+
+async def run(args) -> dict:
+    # The proxy's router is not loaded here: the pre-call hook's deployment lookup answers as the proxy's would.
+    hook_module._proxy_deployment = lambda group: {"litellm_params": dict(DEPLOYMENT)}
+    plugin = PrefixStabilizer(Settings())
+    flush = Flush(args.flush)
+    sessions = [Session(i, args.sessions, "cpu") for i in range(args.sessions)]
+    spent: dict[str, list[float]] = {"pre_call": [], "deployment": [], "success": []}
+    by_turn: list[float] = []
+    for turn in range(args.turns):
+        bodies = [s.advance(turn) for s in sessions]
+        first = len(spent["pre_call"])
+        for session, body in zip(sessions, bodies):
+            data = json.loads(body)
+            flush()
+            data["litellm_call_id"] = str(uuid.uuid4())
+            headers = {"x-session-id": session.client.session}
+            data["proxy_server_request"] = {"headers": headers}
+            data["metadata"] = {"headers": headers}
+            started = time.thread_time()
+            data = await plugin.async_pre_call_hook(None, None, data, "acompletion")
+            spent["pre_call"].append(time.thread_time() - started)
+            kwargs = {**data, "tools": [dict(t) for t in data.get("tools") or []], **DEPLOYMENT}
+            started = time.thread_time()
+            kwargs = await plugin.async_pre_call_deployment_hook(kwargs, "acompletion")
+            spent["deployment"].append(time.thread_time() - started)
+            response = litellm.ModelResponse(model="m", usage={
+                "prompt_tokens": 20000, "completion_tokens": 5, "prompt_tokens_details": {"cached_tokens": 19000}})
+            logged = {**kwargs, "standard_logging_object": {
+                "metadata": {"usage_object": response.usage.model_dump()}, "model_id": "d1", "model_group": "m"}}
+            started = time.thread_time()
+            await plugin.async_log_success_event(logged, response, None, None)
+            spent["success"].append(time.thread_time() - started)
+        by_turn.append(round(1000 * statistics.mean(spent["pre_call"][first:]), 3))
+    assert plugin.core.stats["errors"] == 0, plugin.core.stats
+    report = {name: {"median_ms": round(1000 * statistics.median(v), 3), "mean_ms": round(1000 * statistics.mean(v), 3)}
+              for name, v in spent.items()}
+    report["pre_call_mean_ms_by_turn"] = by_turn
+    report["total_median_ms"] = round(sum(report[n]["median_ms"] for n in spent), 3)
+    return {"sessions": args.sessions, "turns": args.turns, "flush_mb": args.flush, **report}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sessions", type=int, default=32)
+    parser.add_argument("--turns", type=int, default=10)
+    parser.add_argument("--flush", type=int, default=8, help="megabytes written between requests (0: warm caches)")
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "hooks_cpu.json"))
+    args = parser.parse_args()
+    report = asyncio.run(run(args))
+    Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
+    print(f"{args.sessions} sessions x {args.turns} turns, caches flushed with {args.flush} MB between requests:")
+    for name in ("pre_call", "deployment", "success"):
+        print(f"  {name:<10} median {report[name]['median_ms']:.3f} ms, mean {report[name]['mean_ms']:.3f} ms")
+    print(f"  all hooks  {report['total_median_ms']:.3f} ms (sum of medians); pre-call mean by turn: "
+          f"{report['pre_call_mean_ms_by_turn']}")
+    print(f"written to {args.out}")
+
+
+if __name__ == "__main__":
+    main()
