@@ -74,6 +74,12 @@ class Applied:
                 and target == self.target and (settings is self.model_settings or settings == self.model_settings))
 
 
+def call_id_of(data: Mapping[str, Any]) -> str | None:
+    """The request's ``litellm_call_id`` (the same on every hook of one call), if it has one."""
+    call_id = data.get("litellm_call_id")
+    return call_id if isinstance(call_id, str) else None
+
+
 def is_warmup_ping(data: Mapping[str, Any]) -> bool:
     """``max_tokens: 1`` (or its Responses/new-OpenAI names): a cache warm-up, not a turn."""
     return any(data.get(k) == 1 for k in ("max_tokens", "max_completion_tokens", "max_output_tokens"))
@@ -124,7 +130,7 @@ class Stabilizer:
                 self.stats["skipped_shape"] += 1
                 return data
             settings = model_settings = self.settings.for_model(model_names, model_info)
-            call_id = data.get("litellm_call_id") if isinstance(data.get("litellm_call_id"), str) else None
+            call_id = call_id_of(data)
             applied = self.applied.get(call_id) if call_id else None
             written = self.written.pop(call_id, None) if applied is not None else None
             if applied is not None and applied.holds(data, adapter.name, settings, target or Target(), written):
@@ -190,7 +196,7 @@ class Stabilizer:
             events = self._apply_hints(data, applied.shape, ctx, applied.key, None, None, None)
         if applied.agent:
             events = [Event("agent", {"name": applied.agent}), *events]
-        self.sinks.transformed(data.get("litellm_call_id"), None, data, applied.shape, events, None, applied.settings,
+        self.sinks.transformed(call_id_of(data), None, data, applied.shape, events, None, applied.settings,
                                applied.target, model_group=next((n for n in model_names if n), ""),
                                seconds=time.perf_counter() - started, sessions_held=self._sessions_held())
         return data

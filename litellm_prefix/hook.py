@@ -23,7 +23,7 @@ from litellm.integrations.custom_logger import CustomLogger
 
 from .affinity import SessionAffinity, give_session_id, session_key
 from .context import Target, cost_map_value
-from .core import Stabilizer
+from .core import Stabilizer, call_id_of
 from .settings import Settings, load_settings
 
 logger = logging.getLogger("litellm_prefix")
@@ -65,9 +65,13 @@ def litellm_strips_billing(call_type: Any, model: str, provider: str, model_info
     on chat completions the provider's chat config; its ``should_strip_billing_metadata()``.
     Cached per (route, model, provider, pass-through opt-in): the lookup costs up to 0.5 ms.
     """
+    return _litellm_strips_billing(_call_type_name(call_type), model, provider, _passes_through(model_info))
+
+
+def _passes_through(model_info: Mapping[str, Any] | None) -> bool:
+    """The deployment opts in to LiteLLM's native ``/v1/messages`` pass-through."""
     endpoints = model_info.get("supported_endpoints") if isinstance(model_info, Mapping) else None
-    passes_through = isinstance(endpoints, (list, tuple)) and "/v1/messages" in endpoints
-    return _litellm_strips_billing(_call_type_name(call_type), model, provider, passes_through)
+    return isinstance(endpoints, (list, tuple)) and "/v1/messages" in endpoints
 
 
 @lru_cache(maxsize=1024)
@@ -134,9 +138,7 @@ def target_for(model: str, provider: str | None, model_info: Mapping[str, Any] |
                api_base: Any = None, call_type: Any = None) -> Target:
     import litellm
 
-    endpoints = model_info.get("supported_endpoints") if isinstance(model_info, Mapping) else None
-    return _target(model, provider or "", _declared_mid_system(model_info),
-                   isinstance(endpoints, (list, tuple)) and "/v1/messages" in endpoints,
+    return _target(model, provider or "", _declared_mid_system(model_info), _passes_through(model_info),
                    api_base if isinstance(api_base, str) else "", _call_type_name(call_type),
                    bool(getattr(litellm, "openai_system_messages_first", False)))
 
@@ -212,7 +214,7 @@ class PrefixStabilizer(CustomLogger):
         except Exception as exc:
             logger.warning("litellm-prefix: could not resolve the deployment (%s)", type(exc).__name__)
             target, model_info, model, api_key_hash, team_id = Target(model=str(data.get("model", ""))), None, "", None, None
-        call_id = data.get("litellm_call_id") if isinstance(data.get("litellm_call_id"), str) else None
+        call_id = call_id_of(data)
         # A session id is given only where a router check reads it for this model group (LiteLLM's
         # ``session_affinity``, or our own check in ``always`` mode); elsewhere the metadata stays as
         # sent. The key comes with the transform (one read of the client's request); computed here
