@@ -63,17 +63,21 @@ def _encode_tools(tools: Any, ctx: Context) -> tuple[Any, str, bool]:
         except TypeError:
             pass
     # No marker field's key in the text: no tool is marked, without looking at each tool.
-    if text is not None and (not any(key in text for key in _MARKER_KEYS_JSON) or not any(_marked(t) for t in tools)):
+    marked = (text is None or any(key in text for key in _MARKER_KEYS_JSON)) and any(_marked(t) for t in tools)
+    if text is not None and not marked:
         return tools, text, True
-    if any(_marked(tool) for tool in tools):
+    if marked:
         return tools, "[" + ",".join(_unmarked_tool_json(tool, ctx.tool_json) for tool in tools) + "]", False
     # One encoder call for the list (measured: 35 calls and a join cost ~3x more); the same
     # bytes as tool by tool, compact JSON having no space after a comma.
     return tools, compact_json(as_list), False
 
 
-def remember_tool_names(tools: Any, names: tuple[str, ...], ctx: Context) -> None:
-    """The names of ``tools`` for this request's head record (a rule that knows them already)."""
+def remember_tools(tools: Any, text: str | None, names: tuple[str, ...], ctx: Context) -> None:
+    """What a rule already knows of ``tools`` (unmarked, exact), for this request's head record:
+    their JSON (``None``: not known) and their names."""
+    if text is not None:
+        ctx.memo[("tools_json", id(tools))] = (tools, text, True)
     ctx.memo[("tool names", id(tools))] = (tools, names)
 
 

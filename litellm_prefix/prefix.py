@@ -110,11 +110,13 @@ def _encoded(text: str | bytes | tuple[str, str, str]) -> bytes:
     return text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
 
 
-def _long_part(text: str) -> tuple[int, bytes, bytes]:
-    """(length in bytes, digest, piece digests) of a long rendered part, computed once per distinct
-    text: the head and the long messages of a session repeat request after request, and comparing
-    a known text costs a ``memcmp``, not a hash of every byte."""
-    return memo(text, "prefix-shape", _part_shape)
+def _long_part(body: str, prefix: str = "", suffix: str = "") -> tuple[int, bytes, bytes]:
+    """(length in bytes, digest, piece digests) of the long rendered part ``prefix + body + suffix``,
+    computed once per distinct body and framing and remembered with the body, the message's own
+    string (the rules already looked the head up by it): the head and the long messages of a
+    session repeat request after request, and comparing a known text costs a ``memcmp``, not a
+    hash of every byte."""
+    return memo(body, ("prefix-shape", prefix, suffix), lambda b: _part_shape(prefix + b + suffix))
 
 
 def _part_shape(part: str) -> tuple[int, bytes, bytes]:
@@ -130,19 +132,13 @@ def shape_of(parts: list[tuple[str, Any]]) -> tuple[Shape, list[Any]]:
     digests: list[bytes] = []
     pieces: dict[int, bytes] = {}
     for index, (_, text) in enumerate(parts):
-        if isinstance(text, tuple):
+        if isinstance(text, tuple):  # framed (``render``): a long body is looked up as itself
             prefix, body, suffix = text
-            if len(body) >= PIECES_FROM:
-                # Remembered with the body, the message's own string (the rules already looked the
-                # head up by it), under its framing: the same values as for the framed text.
-                length, digest, cut = memo(body, ("prefix-shape", prefix, suffix),
-                                           lambda b: _part_shape(prefix + b + suffix))
-                lengths.append(length)
-                digests.append(digest)
-                pieces[index] = cut
-                continue
-            text = prefix + body + suffix
-        if isinstance(text, str) and len(text) >= PIECES_FROM:
+            if len(body) < PIECES_FROM:
+                text = prefix + body + suffix
+        if isinstance(text, tuple):
+            length, digest, cut = _long_part(body, prefix, suffix)
+        elif isinstance(text, str) and len(text) >= PIECES_FROM:
             length, digest, cut = _long_part(text)
         else:
             data = _encoded(text)

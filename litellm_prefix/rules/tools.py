@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..context import Context, Event, compact_json
-from ..drift import remember_tool_names, tools_entry
+from ..drift import remember_tools, tools_entry
 from ..sections import SectionedText, memo, sections_of, segment_memo
 from ..view import View, tool_name
 
@@ -157,9 +157,7 @@ def _sorted_tools(tools: tuple[Any, ...], ctx: Context) -> tuple[Any, ...]:
         return sort_tools(tools)
     order, sorted_text, names = memo(text, "tool order", lambda _: _order_of(tools))
     new_tools = tools if order is None else tuple(tools[i] for i in order)
-    if order is not None:
-        ctx.memo[("tools_json", id(new_tools))] = (new_tools, sorted_text, True)
-    remember_tool_names(new_tools, names, ctx)
+    remember_tools(new_tools, sorted_text, names, ctx)  # (in the given order: the text is known already)
     return new_tools
 
 

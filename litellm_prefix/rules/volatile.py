@@ -355,7 +355,6 @@ def _pin_learned_lines(view: View, journal: Journal, ctx: Context) -> tuple[View
             return view, journal, [Event("need_texts", {"hashes": need})]
 
     head = list(view.head)
-    anchor: tuple[int, str] | None | bool = False  # the tail's anchor, hashed only when a note is due
     for key, line in list(learned.items()):
         value = current.get(key)
         if value is None:
@@ -370,7 +369,7 @@ def _pin_learned_lines(view: View, journal: Journal, ctx: Context) -> tuple[View
             head[index] = head[index][:at] + line.pinned + head[index][at + len(value):]
         if (not line.nonce and value != line.told
                 and _note_due(line, value, ctx.now, settings.learned_volatile_note_seconds)
-                and (anchor := tail_anchor(ctx) if anchor is False else anchor) is not None):
+                and (anchor := tail_anchor(ctx)) is not None):  # hashed once per request, when a note is due
             journal = journal.with_note(Note(anchor[0], anchor[1], _kind(key), learned_note(value.strip())))
             line = dataclasses.replace(line, told=value, told_at=int(ctx.now or 0))
             events.append(Event("volatile", {"name": "learned", "action": "note", "line": key}))
