@@ -32,12 +32,9 @@ from pathlib import Path
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "bench")]
-for _name in list(os.environ):  # default settings, as bench/load.py's proxies
-    if _name == "LITELLM_PREFIX" or _name.startswith("LITELLM_PREFIX_"):
-        del os.environ[_name]
 
 import litellm  # noqa: E402
-from load import Session  # noqa: E402
+from load import Session  # noqa: E402  (its import clears LITELLM_PREFIX_*: default settings, as its proxies)
 
 import litellm_prefix.hook as hook_module  # noqa: E402
 from litellm_prefix.hook import PrefixStabilizer  # noqa: E402
