@@ -130,6 +130,9 @@ class Stabilizer:
                 self.stats["skipped_shape"] += 1
                 return data
             settings = model_settings = self.settings.for_model(model_names, model_info)
+            if not settings.enabled:  # switched off for this model (``models`` / ``model_info``)
+                self.stats["disabled_for_model"] += 1
+                return data
             call_id = call_id_of(data)
             applied = self.applied.get(call_id) if call_id else None
             written = self.written.pop(call_id, None) if applied is not None else None

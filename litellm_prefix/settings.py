@@ -45,6 +45,7 @@ class ModelOverrides(BaseModel):
 
     model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True)
 
+    enabled: bool | None = None  # false: this model's requests pass through byte-identical
     tool_order: Literal["sort", "keep"] | None = None
     path_check: Literal["exists", "absolute"] | None = None
     supports_mid_conversation_system: bool | None = None

@@ -52,6 +52,34 @@ async def test_disabled_is_byte_identical_pass_through():
     assert out == snapshot and out["messages"] is data["messages"] and out["tools"] is data["tools"]
 
 
+async def test_switched_off_for_one_model_passes_that_model_through(tmp_path):
+    # ``enabled: false`` per model (``models`` glob, or the deployment's model_info): that
+    # model's requests pass through byte-identical, journal-free; other models are rewritten.
+    log = tmp_path / "events.jsonl"
+    handler = PrefixStabilizer(Settings(path_check="absolute", log=str(log),
+                                        models={"plain-*": {"enabled": False}}))
+    for model, model_info in (("plain-chat", None), ("chat", {"litellm_prefix": {"enabled": False}})):
+        data = _noisy_request()
+        data["model"] = model
+        data["litellm_call_id"] = f"call-{model}"
+        snapshot = copy.deepcopy(data)
+        if model_info:
+            data["model_info"] = model_info
+            snapshot["model_info"] = model_info
+        # (the pre-call hook reads model_info from the proxy's router, absent here: the deployment hook's)
+        out = data if model_info else await handler.async_pre_call_hook(None, None, data, "acompletion")
+        out = await handler.async_pre_call_deployment_hook(out, "acompletion")
+        assert out == snapshot and out["messages"] is data["messages"] and out["tools"] is data["tools"]
+    assert handler.core.stats["disabled_for_model"] == 3  # plain-chat: both hooks; chat: the deployment hook
+    assert handler.core.stats["requests"] == 0 and not handler.core.local_store._journals
+    assert not log.exists() or not log.read_text().strip()  # nothing reported for them either
+    data = _noisy_request()
+    data["model"] = "chat"
+    out = await handler.async_pre_call_deployment_hook(data, "acompletion")
+    assert [t["function"]["name"] for t in out["tools"]] == sorted(TOOL_NAMES)
+    assert handler.core.stats["rewritten"] == 1
+
+
 async def test_internal_error_passes_the_request_through_and_is_counted(monkeypatch, caplog):
     handler = PrefixStabilizer(Settings(path_check="absolute"))
     data = _noisy_request()
