@@ -19,6 +19,7 @@ import logging
 import os
 import re
 import sys
+from collections import OrderedDict
 from collections.abc import Mapping
 from fnmatch import fnmatchcase
 from functools import lru_cache
@@ -421,15 +422,49 @@ class Settings(BaseSettings, _Keys):
 
     def for_model(self, names: tuple[str, ...] = (), model_info: Mapping[str, Any] | None = None) -> "Settings":
         """Settings for one model: ``models`` globs matching any of its names (group, deployment
-        model), in file order, then the deployment's ``model_info.litellm_prefix``."""
+        model), in file order, then the deployment's ``model_info.litellm_prefix``.
+
+        The same object for the same settings object, names and override (remembered for the
+        last 256; settings are frozen): a deployment with overrides is not validated and copied
+        on every request, and what is remembered per settings object downstream keeps hitting."""
+        deployment = (model_info or {}).get("litellm_prefix")
+        try:
+            key = (id(self), tuple(names), _override_key(deployment))
+        except TypeError:  # an override value that cannot be a key (a list): computed every time
+            return self._for_model(names, deployment)
+        hit = _FOR_MODEL.get(key)
+        if hit is not None and hit[0] is self:  # (the entry holds ``self``: its id is not reused meanwhile)
+            return hit[1]
+        result = self._for_model(names, deployment)
+        _FOR_MODEL[key] = (self, result)
+        while len(_FOR_MODEL) > 256:
+            try:
+                _FOR_MODEL.popitem(last=False)
+            except KeyError:  # another thread emptied it meanwhile
+                break
+        return result
+
+    def _for_model(self, names: tuple[str, ...], deployment: Any) -> "Settings":
         updates: dict[str, Any] = {}
         for pattern, override in self.models.items():
             if any(fnmatchcase(name, pattern) for name in names if name):
                 updates.update(override.model_dump(exclude_none=True))
-        deployment = (model_info or {}).get("litellm_prefix")
         if isinstance(deployment, Mapping):
             updates.update(ModelOverrides.model_validate(deployment).model_dump(exclude_none=True))
         return self.model_copy(update=updates) if updates else self
+
+
+_FOR_MODEL: "OrderedDict[tuple[Any, ...], tuple[Settings, Settings]]" = OrderedDict()
+
+
+def _override_key(deployment: Any) -> Any:
+    """A hashable stand-in for a deployment's ``model_info.litellm_prefix`` (raises TypeError if none)."""
+    if isinstance(deployment, Mapping):
+        items = tuple(sorted(deployment.items(), key=lambda kv: str(kv[0])))
+        hash(items)
+        return ("mapping", items)
+    hash(deployment)
+    return ("value", type(deployment).__name__, deployment)
 
 
 @lru_cache(maxsize=64)

@@ -127,6 +127,29 @@ def test_model_overrides_by_glob_then_model_info():
         s.for_model(("x",), {"litellm_prefix": {"bogus": 1}})
 
 
+def test_model_settings_are_one_object_per_model_and_override():
+    s = Settings(models={"gemini/*": {"toolOrder": "keep"}})
+    keep = s.for_model(("gemini/x", "gemini/x"))
+    assert keep is s.for_model(("gemini/x", "gemini/x")) and keep.tool_order == "keep"
+    assert s.for_model(("openai/gpt-4o",)) is s  # nothing matches: the settings themselves
+    # The deployment's override, by value (LiteLLM hands a fresh model_info dict per call).
+    absolute = s.for_model(("m",), {"litellm_prefix": {"pathCheck": "absolute"}})
+    assert absolute is s.for_model(("m",), {"litellm_prefix": {"pathCheck": "absolute"}})
+    assert absolute.path_check == "absolute"
+    assert s.for_model(("m",), {"litellm_prefix": {"pathCheck": "exists"}}).path_check == "exists"
+    assert s.for_model(("m",), {"litellm_prefix": {"enabled": False}}).enabled is False
+    assert s.for_model(("m",), {"litellm_prefix": {"enabled": True}}).enabled is True
+    # Other settings objects have their own results; an unhashable or invalid override is
+    # judged every time (an invalid one raises every time, it is never remembered).
+    other = Settings(models={"gemini/*": {"toolOrder": "sort"}})
+    assert other.for_model(("gemini/x", "gemini/x")).tool_order == "sort"
+    for _ in range(2):
+        with pytest.raises(Exception):
+            s.for_model(("m",), {"litellm_prefix": {"toolOrder": ["keep"]}})
+        with pytest.raises(Exception):
+            s.for_model(("m",), {"litellm_prefix": {"bogus": 1}})
+
+
 def test_check_prints_values_and_origins(files, monkeypatch, capsys):
     files({"pathCheck": "absolute"})
     monkeypatch.setenv("LITELLM_PREFIX_STORE", "redis://127.0.0.1:6379/0")
