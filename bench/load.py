@@ -18,6 +18,16 @@ LiteLLM proxy processes in front of the recording upstream:
   the plugin: on a shared machine one run's CPU ratios move by several percent either way,
   and this row shows by how much in the same run.
 
+Measured inside the proxies with the plugin, wave by wave: the thread CPU of every plugin
+hook of each call (``proxy_gc.timed``, the plugin as the proxy builds it with each hook
+timed; the steps of a hook only, not the other requests the event loop runs while one
+waits on Redis), against the rest of the same proxy's CPU in the same waves. This is the
+plugin's own share of the proxy's CPU, and what the CPU target is read from: a machine
+that slows down for a few seconds slows both sides of that ratio alike, while the ratio of
+two processes' CPU moves by ±15-20% from run to run on a shared 2-CPU machine (the
+``calibration`` row shows it: a known 2.0 ms hook has measured +1.8 to +9 ms there, also
+against requests of the same process with the hook switched off for their model group).
+
 Every proxy, with the plugin or without, also loads ``bench/proxy_gc.py``: its start-up heap
 is frozen at the first request (a full collection of a LiteLLM proxy's heap costs ~0.5 s of
 CPU and lands in an arbitrary wave, in any configuration), and its collections are counted
@@ -69,12 +79,25 @@ from sessions import PiClient, memory_flip_turn  # noqa: E402
 CONFIGS = ("baseline", "memory", "redis", "baseline-2", "replicas", "calibration")
 AGAINST = {"memory": "baseline", "redis": "baseline", "replicas": "baseline-2", "calibration": "baseline"}
 PLUGIN = ("memory", "redis", "replicas")
+REDIS_CONFIGS = ("redis", "replicas")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def plugin_cpu_of(proxy: Proxy) -> tuple[float, float]:
+    """(pre-call requests, seconds in the plugin's hooks) so far, from proxy_gc.timed_stabilizer's file."""
+    import struct
+
+    path = proxy.log.parent.parent / f"{proxy.log.parent.name}.plugin-cpu"
+    try:
+        requests, seconds = struct.unpack("2d", path.read_bytes()[:16])
+    except (OSError, struct.error):
+        return 0.0, 0.0
+    return requests, seconds
 
 
 def group_cpu_seconds(pgid: int) -> float:
@@ -176,17 +199,19 @@ async def run(args) -> dict:
         # Every proxy, with and without the plugin, gets the same collector set-up (proxy_gc.py):
         # its start-up heap frozen at the first request (unless --no-freeze), collections counted.
         plain = {**base_config, "litellm_settings": {"callbacks": ["proxy_gc.handler"]}}
-        base_config = {**base_config, "litellm_settings": {
-            "callbacks": [*base_config["litellm_settings"]["callbacks"], "proxy_gc.handler"]}}
+        # The plugin as litellm_prefix.proxy_handler builds it, each hook timed in thread CPU
+        # (proxy_gc.timed_stabilizer): its own share of the proxy's CPU, read wave by wave.
+        base_config = {**base_config, "litellm_settings": {"callbacks": ["proxy_gc.timed", "proxy_gc.handler"]}}
         started = time.monotonic()
         # Unbuffered output, so the plugin's warning lines (store fallbacks) are in the log when counted.
         env = {"PYTHONUNBUFFERED": "1", "BENCH_GC_FREEZE": "0" if args.no_freeze else "1"}
         shared = {**env, "LITELLM_PREFIX_STORE": redis_server.url}
         proxies["baseline"] = Proxy(work, plain, env, name="baseline")
         proxies["baseline-b"] = Proxy(work, plain, env, name="baseline-b")
-        proxies["memory"] = Proxy(work, base_config, env, name="memory")
-        proxies["redis-a"] = Proxy(work, base_config, shared, name="redis-a")
-        proxies["redis-b"] = Proxy(work, base_config, shared, name="redis-b")
+        timed = {name: {"BENCH_PLUGIN_CPU_FILE": str(work / f"{name}.plugin-cpu")} for name in ("memory", "redis-a", "redis-b")}
+        proxies["memory"] = Proxy(work, base_config, {**env, **timed["memory"]}, name="memory")
+        proxies["redis-a"] = Proxy(work, base_config, {**shared, **timed["redis-a"]}, name="redis-a")
+        proxies["redis-b"] = Proxy(work, base_config, {**shared, **timed["redis-b"]}, name="redis-b")
         calibrated = {**plain, "litellm_settings": {"callbacks": ["proxy_gc.calibration", "proxy_gc.handler"]}}
         proxies["calibration"] = Proxy(work, calibrated, {**env, "BENCH_BURN_MS": str(args.calibration_ms)},
                                        name="calibration")
@@ -201,6 +226,7 @@ async def run(args) -> dict:
         latencies = {c: [] for c in CONFIGS}
         cpu = {c: 0.0 for c in CONFIGS}
         per_turn: dict[str, list[tuple[float, float]]] = {c: [] for c in CONFIGS}  # (wave p50 ms, CPU s)
+        plugin_cpu = {c: [0.0, 0.0] for c in CONFIGS}  # requests, seconds: inside the plugin's hooks
         errors = {c: 0 for c in CONFIGS}
         evalsha = {c: 0 for c in CONFIGS}
         upstream_bodies: dict[str, dict[int, list[dict]]] = {c: {i: [] for i in range(args.sessions)} for c in CONFIGS}
@@ -224,12 +250,17 @@ async def run(args) -> dict:
                     bodies = [s.advance(turn) for s in sessions[config]]
                     groups = [p.proc.pid for p in targets[config]]
                     cpu_before = sum(group_cpu_seconds(g) for g in groups)
-                    evalsha_before = redis_evalsha(redis_server) if config in ("redis", "replicas") else 0
+                    inside_before = [plugin_cpu_of(p) for p in targets[config]]
+                    evalsha_before = redis_evalsha(redis_server) if config in REDIS_CONFIGS else 0
                     took, failed = await wave(client, targets[config], bodies, sessions[config], turn)
                     spent = sum(group_cpu_seconds(g) for g in groups) - cpu_before
+                    for proxy, before in zip(targets[config], inside_before):
+                        after = plugin_cpu_of(proxy)
+                        plugin_cpu[config][0] += after[0] - before[0]
+                        plugin_cpu[config][1] += after[1] - before[1]
                     cpu[config] += spent
                     per_turn[config].append((statistics.median(took) if took else float("nan"), spent))
-                    if config in ("redis", "replicas"):
+                    if config in REDIS_CONFIGS:
                         evalsha[config] += redis_evalsha(redis_server) - evalsha_before
                     latencies[config] += took
                     await asyncio.sleep(1)  # let the proxies' after-response work finish before the next wave
@@ -268,7 +299,13 @@ async def run(args) -> dict:
             entry["cpu_ms_per_request_by_turn"] = [round(1000 * spent / args.sessions, 1) for _, spent in per_turn[config]]
             if config in PLUGIN:
                 entry["heads_stable"] = stable
-            if config in ("redis", "replicas"):
+            if plugin_cpu[config][0]:
+                # Measured inside the proxy: the thread CPU of the plugin's hooks, per request, and
+                # its share of the proxy's own CPU in the same waves (proxy CPU less the plugin's).
+                inside = 1000 * plugin_cpu[config][1] / plugin_cpu[config][0]
+                entry["plugin_hooks_cpu_ms_per_request"] = inside
+                entry["plugin_hooks_vs_rest_of_proxy"] = inside / (entry["cpu_ms_per_request"] - inside)
+            if config in REDIS_CONFIGS:
                 entry["redis_calls_per_request"] = evalsha[config] / requests
             report["configs"][config] = entry
         report["gc"] = {"frozen_at_start": not args.no_freeze,
@@ -290,12 +327,7 @@ async def run(args) -> dict:
         for config, against in AGAINST.items():
             entry, base = report["configs"][config], report["configs"][against]
             entry["against"] = against
-            entry["p50_ratio"] = entry["p50_ms"] / base["p50_ms"]
-            entry["cpu_ratio"] = entry["cpu_ms_per_request"] / base["cpu_ms_per_request"]
-            # The same ratios turn by turn (waves minutes apart see different machine load): their medians.
-            pairs = list(zip(per_turn[config], per_turn[against]))
-            entry["p50_ratio_turn_median"] = statistics.median(a[0] / b[0] for a, b in pairs)
-            entry["cpu_ratio_turn_median"] = statistics.median(a[1] / b[1] for a, b in pairs if b[1] > 0)
+            entry.update(_ratios(entry, base, per_turn[config], per_turn[against]))
         calibration = report["configs"]["calibration"]
         calibration["known_extra_ms"] = args.calibration_ms
         calibration["measured_extra_ms"] = calibration["cpu_ms_per_request"] - report["configs"]["baseline"]["cpu_ms_per_request"]
@@ -305,6 +337,18 @@ async def run(args) -> dict:
             proxy.stop()
         redis_server.stop()
         upstream.stop()
+
+
+def _ratios(entry: dict, base: dict, turns: list[tuple[float, float]], base_turns: list[tuple[float, float]]) -> dict:
+    pairs = list(zip(turns, base_turns))
+    return {
+        "p50_ratio": entry["p50_ms"] / base["p50_ms"],
+        "cpu_ratio": entry["cpu_ms_per_request"] / base["cpu_ms_per_request"],
+        "extra_cpu_ms_per_request": entry["cpu_ms_per_request"] - base["cpu_ms_per_request"],
+        # The same ratios turn by turn (waves minutes apart see different machine load): their medians.
+        "p50_ratio_turn_median": statistics.median(a[0] / b[0] for a, b in pairs),
+        "cpu_ratio_turn_median": statistics.median(a[1] / b[1] for a, b in pairs if b[1] > 0),
+    }
 
 
 def main() -> None:
@@ -337,6 +381,11 @@ def main() -> None:
         print(f"| {config} | {e['p50_ms']:.0f} | {e['p90_ms']:.0f} | {ratio} | {e['cpu_ms_per_request']:.1f} | "
               f"{cpu_ratio} | {e['errors']} | {calls} | {e['most_heads_in_a_session']} | {stable} |")
     print("(in brackets: the median over the turns of the same ratio, turn by turn)")
+    print("\nThe plugin's hooks inside the proxy (thread CPU, every hook of the call), per request:")
+    for config, e in report["configs"].items():
+        if "plugin_hooks_cpu_ms_per_request" in e:
+            print(f"  {config}: {e['plugin_hooks_cpu_ms_per_request']:.2f} ms, "
+                  f"{100 * e['plugin_hooks_vs_rest_of_proxy']:+.1f}% on the rest of the proxy's CPU")
     plugin = [e for c, e in report["configs"].items() if c in PLUGIN]
     cal = report["configs"]["calibration"]
     print(f"calibration (a hook known to spend {cal['known_extra_ms']:.1f} ms of CPU per request, no plugin): "

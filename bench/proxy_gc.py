@@ -17,6 +17,8 @@ its share of the collector's work is still measured, and the counts are reported
 ``calibration``: a callback that spends a known CPU time per request in the pre-call hook
 (``BENCH_BURN_MS``, in a loop that touches almost no memory), so that each run shows how
 well it measures a known cost next to the plugin's.
+
+``timed``: the plugin with each hook timed (``BENCH_PLUGIN_CPU_FILE``), see ``timed_stabilizer``.
 """
 from __future__ import annotations
 
@@ -84,3 +86,95 @@ class Burn(CustomLogger):
 
 
 calibration = Burn()
+
+
+class _CpuFile:
+    """Cumulative plugin CPU, written to a memory-mapped file the benchmark reads between waves
+    (no syscall per request): requests seen by the pre-call hook, and seconds of thread CPU
+    in every plugin hook."""
+
+    def __init__(self, path: str) -> None:
+        import mmap
+
+        self.values = [0.0, 0.0]
+        with open(path, "wb") as fh:
+            fh.write(bytes(16))
+        self.fh = open(path, "r+b")
+        self.map = mmap.mmap(self.fh.fileno(), 16)
+
+    def add(self, seconds: float, request: bool = False) -> None:
+        import struct
+
+        self.values[0] += request
+        self.values[1] += seconds
+        self.map[:] = struct.pack("2d", *self.values)
+
+
+class _OwnCpu:
+    """Awaits a coroutine, adding up the thread CPU of its own steps only: while it waits (on
+    Redis, say) the event loop runs other requests on this thread, and that is not its time."""
+
+    def __init__(self, coro, add) -> None:
+        self.coro, self.add = coro, add
+
+    def __await__(self):
+        steps = self.coro.__await__()
+        value, error, total = None, None, 0.0
+        while True:
+            started = time.thread_time()
+            try:
+                yielded = steps.throw(error) if error is not None else steps.send(value)
+            except StopIteration as stop:
+                self.add(total + time.thread_time() - started)
+                return stop.value
+            except BaseException:
+                self.add(total + time.thread_time() - started)
+                raise
+            total += time.thread_time() - started
+            value, error = None, None
+            try:
+                value = yield yielded
+            except BaseException as exc:  # thrown in by the loop (a cancellation): hand it on
+                error = exc
+
+
+def timed_stabilizer(path: str):
+    """The plugin as ``litellm_prefix.proxy_handler`` builds it, each of its hooks timed in thread
+    CPU (its own steps only, see ``_OwnCpu``), the totals in ``path``: the plugin's own share of
+    the proxy's CPU, read from inside the proxy, wave by wave."""
+    from litellm_prefix.hook import PrefixStabilizer
+
+    cpu = _CpuFile(path)
+
+    class Timed(PrefixStabilizer):
+        async def async_pre_call_hook(self, user_api_key_dict, cache, data, call_type):
+            return await _OwnCpu(super().async_pre_call_hook(user_api_key_dict, cache, data, call_type),
+                                 lambda s: cpu.add(s, request=True))
+
+        async def async_pre_call_deployment_hook(self, kwargs, call_type):
+            return await _OwnCpu(super().async_pre_call_deployment_hook(kwargs, call_type), cpu.add)
+
+        async def async_filter_deployments(self, model, healthy_deployments, messages, request_kwargs=None,
+                                           parent_otel_span=None):
+            return await _OwnCpu(super().async_filter_deployments(model, healthy_deployments, messages,
+                                                                  request_kwargs, parent_otel_span), cpu.add)
+
+        async def async_post_call_failure_deployment_hook(self, request_data, exception, call_type,
+                                                          fallback_depth=None):
+            return await _OwnCpu(super().async_post_call_failure_deployment_hook(
+                request_data, exception, call_type, fallback_depth), cpu.add)
+
+        async def async_post_call_response_headers_hook(self, data, user_api_key_dict, response,
+                                                        request_headers=None, litellm_call_info=None):
+            return await _OwnCpu(super().async_post_call_response_headers_hook(
+                data, user_api_key_dict, response, request_headers, litellm_call_info), cpu.add)
+
+        async def async_log_success_event(self, kwargs, response_obj, start_time, end_time):
+            return await _OwnCpu(super().async_log_success_event(kwargs, response_obj, start_time, end_time),
+                                 cpu.add)
+
+    return Timed()
+
+
+# ``proxy_gc.timed`` in a proxy's callbacks (bench/load.py's proxies with the plugin).
+timed = timed_stabilizer(os.environ["BENCH_PLUGIN_CPU_FILE"]) if os.environ.get("BENCH_PLUGIN_CPU_FILE") else None
