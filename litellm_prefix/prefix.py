@@ -30,7 +30,7 @@ from cachetools import LRUCache
 
 from .context import compact_json
 from .drift import first_difference
-from .replay import Turn, render_parts
+from .replay import Turn, chat_pair, end_part, hoists, later_part, render_parts
 from .sections import memo
 
 PIECE = 256
@@ -150,6 +150,61 @@ def shape_of(parts: list[tuple[str, Any]]) -> tuple[Shape, list[Any]]:
             pieces[index] = cut
     kinds = "".join(_KIND.get(label, "m") for label, _ in parts)
     return Shape(sum(lengths), kinds, lengths, b"".join(digests), pieces), [text for _, text in parts]
+
+
+@dataclass(frozen=True)
+class Seen:
+    """A chat request as measured, for measuring the session's next one from where it differs:
+    its messages (the objects, in a tuple of their own), its tools' text, the number of parts
+    before ``messages[1]``, and its shape. Held only for a bounded number of recent sessions."""
+
+    messages: tuple[Any, ...]
+    tool_text: str
+    lead: int
+    shape: Shape
+
+
+def measure(data: Mapping[str, Any], wire_name: str, target: Mapping[str, Any] | None = None,
+            tools_text: str | None = None, seen: Seen | None = None) -> tuple[Shape, list[Any], Seen | None]:
+    """``shape_of(render(...))``, with the parts of a chat request's leading messages that equal
+    the ``seen`` request's (and the same message 0 and tools) taken from its shape instead of
+    rendered and hashed again: an agent's next request repeats the previous one and appends.
+    Returns the shape, the parts' texts (``None`` for a part taken over: ``compare`` reads a
+    text only where the digests differ) and what to keep for the next one (``None`` for a request
+    measured whole only: another route, or late system turns hoisted).
+
+    "Equal" is Python equality of the messages (``1 == 1.0 == True``: a difference no agent
+    makes between two requests of one session); the rest is byte for byte ``shape_of``."""
+    messages = data.get("messages")
+    if wire_name != "chat" or not isinstance(messages, list) or not messages or hoists(dict(target or {})):
+        shape, texts = shape_of(render(data, wire_name, target, tools_text))
+        return shape, texts, None
+    tools = data.get("tools")
+    if tools_text is None or not tools:  # as render_parts makes it
+        tools_text = "\n".join(compact_json(t) for t in tools) if tools else ""
+    kept = 0
+    if seen is not None and seen.tool_text == tools_text:
+        limit = min(len(messages), len(seen.messages))
+        while kept < limit and messages[kept] == seen.messages[kept]:
+            kept += 1
+    if kept == 0:  # the head differs (or a first request): whole
+        parts = render(data, wire_name, target, tools_text)
+        shape, texts = shape_of(parts)
+        lead = next((i for i, (label, _) in enumerate(parts) if label == "messages[1]"), len(parts) - 1)
+        return shape, texts, Seen(tuple(messages), tools_text, lead, shape)
+    old = seen.shape
+    taken = seen.lead + kept - 1  # parts of messages[:kept] (with message 0's system and tools parts)
+    rest = [later_part(index, *chat_pair(message, _sorted_json), framed=True)
+            for index, message in enumerate(messages[kept:], kept)]
+    rest.append(end_part(framed=True))
+    new, new_texts = shape_of(rest)
+    lengths = old.lengths[:taken]
+    lengths.extend(new.lengths)
+    pieces = {i: cut for i, cut in old.pieces.items() if i < taken}
+    pieces.update((taken + i, cut) for i, cut in new.pieces.items())
+    shape = Shape(sum(lengths), old.kinds[:taken] + new.kinds, lengths,
+                  old.digests[: DIGEST * taken] + new.digests, pieces)
+    return shape, [None] * taken + new_texts, Seen(tuple(messages), tools_text, seen.lead, shape)
 
 
 def compare(previous: Shape, current: Shape, texts: list[str | bytes]) -> Shared:

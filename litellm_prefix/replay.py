@@ -126,13 +126,27 @@ def messages_of(turn: Turn, dumps: Callable[[Any], str] = _sorted_json) -> list[
             text = _text(item.get("content"), dumps) if "content" in item else dumps(item)
             out.append(("system" if role == "developer" else role, text))
     else:
-        for message in request.get("messages") or []:
-            text = _text(message.get("content"), dumps)
-            if message.get("tool_calls"):
-                text += dumps(message["tool_calls"])
-            role = message.get("role", "user")
-            out.append(("system" if role == "developer" else role, text))
+        out.extend(chat_pair(message, dumps) for message in request.get("messages") or [])
     return out
+
+
+def chat_pair(message: Mapping[str, Any], dumps: Callable[[Any], str] = _sorted_json) -> tuple[str, str]:
+    """(role, text) of one chat-completions message, as ``messages_of`` gives it."""
+    text = _text(message.get("content"), dumps)
+    if message.get("tool_calls"):
+        text += dumps(message["tool_calls"])
+    role = message.get("role", "user")
+    return ("system" if role == "developer" else role, text)
+
+
+def later_part(index: int, role: str, text: str, framed: bool = False) -> tuple[str, Any]:
+    """The part of turn ``index`` >= 1 in ``render_parts`` (not hoisted): one part per turn."""
+    label, prefix, suffix = f"messages[{index}]", f"<|im_start|>{role}\n", "<|im_end|>\n"
+    return label, ((prefix, text, suffix) if framed else f"{prefix}{text}{suffix}")
+
+
+def end_part(framed: bool = False) -> tuple[str, Any]:
+    return "end", (("<|im_start|>assistant\n", "", "") if framed else "<|im_start|>assistant\n")
 
 
 def hoists(target: Mapping[str, Any]) -> bool:
@@ -173,10 +187,12 @@ def render_parts(turn: Turn, dumps: Callable[[Any], str] = _sorted_json,
         if index == 0 and tool_text and role == "system":
             out.append(("system", part(f"<|im_start|>{role}\n", text, "")))
             out.append(("tools", part("\n\n# Tools\n", tool_text, "<|im_end|>\n")))
-        else:
-            label = "system" if index == 0 and role == "system" else f"messages[{index}]"
+        elif index == 0:
+            label = "system" if role == "system" else "messages[0]"
             out.append((label, part(f"<|im_start|>{role}\n", text, "<|im_end|>\n")))
-    out.append(("end", part("<|im_start|>assistant\n", "", "")))
+        else:
+            out.append(later_part(index, role, text, framed))
+    out.append(end_part(framed))
     return out
 
 

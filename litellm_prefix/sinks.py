@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from cachetools import TTLCache
+from cachetools import LRUCache, TTLCache
 
 from . import classify, metrics, prefix
 from .context import Event, Target, cost_map_value
@@ -38,6 +38,13 @@ logger = logging.getLogger("litellm_prefix")
 
 _BOOKKEEPING = frozenset({"texts", "need_texts", "drift", "head", "agent"})
 _SYSTEM_FIRST_PROVIDERS = frozenset({"openai", "azure"})
+# Rendered bytes of the recent sessions' last requests held for incremental measurement
+# (``prefix.Seen``); a session past the bound is measured whole, as before.
+SEEN_BYTES = 32 << 20
+
+
+def _seen_size(seen: prefix.Seen) -> int:
+    return seen.shape.length + 1
 
 
 @dataclass
@@ -111,6 +118,9 @@ class Sinks:
         self.pending: TTLCache[str, Pending] = TTLCache(maxsize=16384, ttl=3600)
         self.sessions: TTLCache[str, CallRecord] = TTLCache(maxsize=settings.max_sessions,
                                                              ttl=settings.session_ttl_seconds)
+        # The last request of recent sessions as measured (prefix.Seen: it holds the messages),
+        # so that the next one is rendered and hashed from where it differs; bounded by bytes.
+        self.seen: LRUCache[str, prefix.Seen] = LRUCache(maxsize=SEEN_BYTES, getsizeof=_seen_size)
         self._linked: set[str] = set()
         self._log_lock = threading.Lock()
         self._lock = threading.Lock()
@@ -194,8 +204,14 @@ class Sinks:
         hoisting = {"provider": target.provider,
                     "system_messages_first": target.system_messages_first and target.provider in _SYSTEM_FIRST_PROVIDERS
                     } if target else {}
-        shape, texts = prefix.shape_of(prefix.render(data, wire_name, hoisting, tools_text))
         with self._lock:
+            seen = self.seen.get(key)
+        shape, texts, seen = prefix.measure(data, wire_name, hoisting, tools_text, seen)
+        with self._lock:
+            if seen is not None and self.seen.getsizeof(seen) <= self.seen.maxsize:
+                self.seen[key] = seen
+            else:  # measured whole only, or one request larger than the bound: the next one is too
+                self.seen.pop(key, None)
             previous = self.sessions.get(key)
             record = CallRecord(shape=shape, turn=(previous.turn + 1) if previous else 1)
             self.sessions[key] = record

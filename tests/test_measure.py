@@ -106,6 +106,23 @@ def test_stable_session_every_later_turn_is_a_hit(tmp_path):
     assert SECRET not in s.log.read_text()
 
 
+def test_the_last_request_kept_for_measuring_is_bounded_in_bytes(tmp_path, monkeypatch):
+    """Each session's last chat request is kept (``sinks.seen``) to measure the next one from
+    where it differs; past the byte bound, or for one request larger than it, a session is
+    measured whole, with the same classes and no internal error."""
+    from litellm_prefix import sinks
+
+    s = Session(tmp_path)
+    outs = [s.call(req) for req in turns(4, pi_head())]
+    assert [o["class"] for o in outs] == ["first"] + ["hit"] * 3
+    assert len(s.stabilizer.sinks.seen) == 1
+    monkeypatch.setattr(sinks, "SEEN_BYTES", 1000)  # smaller than one request
+    small = Session(tmp_path, session="sess-measure-small")
+    outs = [small.call(req) for req in turns(4, pi_head())]
+    assert [o["class"] for o in outs] == ["first"] + ["hit"] * 3
+    assert len(small.stabilizer.sinks.seen) == 0 and small.stabilizer.stats["errors"] == 0
+
+
 def test_genuine_head_edit_is_one_client_drift_naming_the_section(tmp_path):
     s = Session(tmp_path)
     base = pi_sections(target_tokens=3000)
@@ -364,3 +381,60 @@ def test_framed_parts_give_the_shape_and_the_comparison_of_their_joined_texts(sh
     after, after_texts = prefix.shape_of(prefix.render({**request, "messages": changed}, "chat", target))
     assert prefix.compare(shape_framed, after, after_texts) == prefix.compare(
         shape_joined, after, [("".join(t)) for t in after_texts])
+
+
+_contents = st.one_of(
+    texts,
+    st.text(alphabet="xy\né", min_size=2040, max_size=2300),  # long parts: pieces, memoised digests
+    st.lists(st.fixed_dictionaries({"type": st.just("text"), "text": texts}), min_size=1, max_size=2),
+    st.just([{"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]),
+)
+_messages = st.builds(
+    lambda role, content, calls: {"role": role, "content": content,
+                                  **({"tool_calls": [{"id": "c1", "type": "function", "function": {
+                                      "name": "read", "arguments": calls}}]} if calls and role == "assistant" else {})},
+    st.sampled_from(["user", "assistant", "tool", "developer", "system"]), _contents,
+    st.one_of(st.none(), texts))
+_edits = st.one_of(
+    st.tuples(st.just("append"), st.lists(_messages, min_size=1, max_size=3)),
+    st.tuples(st.just("edit"), st.integers(min_value=0, max_value=12), _messages),
+    st.tuples(st.just("truncate"), st.integers(min_value=1, max_value=12)),
+    st.tuples(st.just("tools"), st.sampled_from(["read", "write", "grep"])),
+    st.tuples(st.just("retry")),
+)
+
+
+@hsettings(max_examples=150, deadline=None)
+@given(st.sampled_from([{"role": "system", "content": "head " * 30}, {"role": "user", "content": "no head"},
+                        {"role": "developer", "content": "x" * 2100}]),
+       st.lists(_messages, min_size=0, max_size=4), st.lists(_edits, min_size=1, max_size=6), st.booleans(),
+       st.sampled_from([{}, {"provider": "gemini"}, {"provider": "openai", "system_messages_first": True},
+                        {"provider": "hosted_vllm"}]))
+def test_measuring_from_where_a_request_differs_is_measuring_it_whole(first, history, edits, tools_given, target):
+    """A session's requests measured one after the other with what the previous one left
+    (``prefix.measure``): the shape and the comparison with the previous request are those
+    of rendering and hashing each request whole, whatever the next request appends, edits,
+    truncates, retries or changes in the tools, with every kind of message content."""
+    messages = [first, *history]
+    tools = [{"type": "function", "function": {"name": "read", "parameters": {}}}]
+    seen, previous = None, None
+    for edit in [("retry",), *edits]:
+        if edit[0] == "append":
+            messages = [*messages, *copy.deepcopy(edit[1])]
+        elif edit[0] == "edit":
+            messages = [*messages]
+            messages[min(edit[1], len(messages) - 1)] = copy.deepcopy(edit[2])
+        elif edit[0] == "truncate":
+            messages = messages[: max(1, len(messages) - edit[1])]
+        elif edit[0] == "tools":
+            tools = [{"type": "function", "function": {"name": edit[1], "parameters": {}}}]
+        # A fresh copy per request, as a client sends it (equal objects, never the same ones).
+        request = {"model": "m", "messages": copy.deepcopy(messages), "tools": copy.deepcopy(tools)}
+        tools_text = "\n".join(json.dumps(t, separators=(",", ":")) for t in tools) if tools_given else None
+        shape, shape_texts, seen = prefix.measure(request, "chat", target, tools_text, seen)
+        whole, whole_texts = prefix.shape_of(prefix.render(request, "chat", target, tools_text))
+        assert shape == whole
+        assert (seen is None) == bool(target.get("provider") == "gemini" or target.get("system_messages_first"))
+        if previous is not None:
+            assert prefix.compare(previous, shape, shape_texts) == prefix.compare(previous, whole, whole_texts)
+        previous = whole
