@@ -22,7 +22,8 @@ class View:
     once, not twice). ``head`` is always a tuple of strings for every reader.
     """
 
-    __slots__ = ("shape", "tools", "body", "text_part", "head_aside", "head_dropped", "_head", "_segments")
+    __slots__ = ("shape", "tools", "body", "text_part", "head_aside", "head_dropped", "_head", "_segments",
+                 "_system_roles")
 
     def __init__(self, shape: str, head: tuple[str, ...] | None = None, tools: tuple[Any, ...] | None = None,
                  body: tuple[Any, ...] = (), text_part: str = "text", *, segments: tuple[Any, ...] | None = None,
@@ -33,7 +34,7 @@ class View:
             head = ()
         for name, value in (("shape", shape), ("tools", tools), ("body", body), ("text_part", text_part),
                             ("head_aside", head_aside), ("head_dropped", head_dropped),
-                            ("_head", head), ("_segments", segments)):
+                            ("_head", head), ("_segments", segments), ("_system_roles", None)):
             object.__setattr__(self, name, value)
 
     @property
@@ -43,6 +44,17 @@ class View:
             head = tuple(segment if isinstance(segment, str) else segment.text for segment in self._segments)
             object.__setattr__(self, "_head", head)
         return head
+
+    @property
+    def system_roles(self) -> tuple[int, ...]:
+        """Positions in ``body`` of the mappings whose role is ``system`` or ``developer`` (found
+        once per body: the rules that act on mid-conversation system text look only there)."""
+        found = self._system_roles
+        if found is None:
+            found = tuple(index for index, item in enumerate(self.body)
+                          if (type(item) is dict or isinstance(item, Mapping)) and item.get("role") in SYSTEM_ROLES)
+            object.__setattr__(self, "_system_roles", found)
+        return found
 
     @property
     def segments(self) -> tuple[Any, ...]:

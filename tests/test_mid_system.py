@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings as hsettings, strategies as st
 from realistic import conversation, pi_system_prompt
 
 from litellm_prefix.context import Target
@@ -83,3 +84,23 @@ def test_non_dict_messages_pass_through(ctx):
     view = View("chat", ("sys",), None, ({"role": "user", "content": "a"}, obj, {"role": "system", "content": "x"}))
     out, _ = place_mid_conversation_system(view, ctx(target=Target(provider="gemini")))
     assert out.body[1] is obj
+
+
+@hsettings(max_examples=100, deadline=None)
+@given(st.lists(st.one_of(
+    st.fixed_dictionaries({"role": st.sampled_from(["system", "developer", "user", "assistant", "tool"]),
+                           "content": st.text(max_size=5)}),
+    st.fixed_dictionaries({"type": st.sampled_from(["message", "function_call"]),
+                           "role": st.sampled_from(["system", "developer", "user"])}),
+    st.builds(lambda role: type("Message", (), {"role": role})(), st.sampled_from(["system", "user"])),
+), max_size=12))
+def test_the_positions_of_system_roles_are_where_the_rules_look(body):
+    """``View.system_roles``: the mappings with a system or developer role, found once per body;
+    every mid-conversation system message (``is_system_message``) is among them."""
+    from litellm_prefix.view import is_system_message
+
+    view = View("chat", ("head",), None, tuple(body))
+    expected = tuple(i for i, item in enumerate(body) if isinstance(item, dict) and item.get("role") in ("system", "developer"))
+    assert view.system_roles == expected and view.system_roles is view.system_roles
+    assert {i for i, item in enumerate(body) if is_system_message(item)} <= set(expected)
+    assert view.replace(body=tuple(body[:1])).system_roles == tuple(i for i in expected if i < 1)  # a new body: found again

@@ -66,16 +66,14 @@ def as_system_update(message: Mapping[str, Any], text_part: str) -> dict[str, An
 def place_mid_conversation_system(view: View, ctx: Context) -> tuple[View, list[Event]]:
     if view.shape == "anthropic":  # Anthropic messages have no system role inside ``messages``
         return view, []
-    if not any(is_system_message(item) for item in view.body):
-        return view, []
     if target_keeps_mid_system(ctx.target, ctx.settings.supports_mid_conversation_system):
         return view, []
-    body = []
+    body = list(view.body)
     converted = 0
-    for item in view.body:
-        if is_system_message(item):
-            body.append(as_system_update(item, view.text_part))
+    for index in view.system_roles:
+        if is_system_message(body[index]):
+            body[index] = as_system_update(body[index], view.text_part)
             converted += 1
-        else:
-            body.append(item)
+    if not converted:
+        return view, []
     return view.replace(body=tuple(body)), [Event("mid_system", {"converted": converted, "provider": ctx.target.provider})]

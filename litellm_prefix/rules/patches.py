@@ -153,7 +153,7 @@ def head_state(view: View) -> dict[str, str]:
 def drop_redundant_patches(view: View, journal: Journal, ctx: Context) -> tuple[View, Journal, list[Event]]:
     if view.shape == "anthropic":
         return view, journal, []
-    patches = {i: e for i, item in enumerate(view.body) if (e := _patch_entries(item)) is not None}
+    patches = {i: e for i in view.system_roles if (e := _patch_entries(view.body[i])) is not None}
     if not patches:
         return view, journal, []
     state = head_state(view)

@@ -190,10 +190,10 @@ def stabilize_install_paths(view: View, ctx: Context) -> tuple[View, list[Event]
         if any(a is not b for a, b in zip(tools, new_tools)):
             tools = new_tools
     body = view.body
-    if any(is_system_message(item) for item in body):
-        new_body = tuple(_rewrite_system_message(item, ctx, found) for item in body)
-        if any(a is not b for a, b in zip(body, new_body)):
-            body = new_body
+    changed = {index: new for index in view.system_roles
+               if (new := _rewrite_system_message(body[index], ctx, found)) is not body[index]}
+    if changed:
+        body = tuple(changed.get(index, item) for index, item in enumerate(body))
     if not found:
         return view, []
     events = [Event("install_path", {"root": root, "count": count}) for root, count in sorted(found.items())]
