@@ -15,7 +15,7 @@ from realistic import anthropic_tools
 from sessions import NOTIFICATION, PiClient, removed, updated
 
 from litellm_prefix.core import Stabilizer
-from litellm_prefix.rules.patches import run_owners
+from litellm_prefix.rules.patches import run_owner, run_owners
 from litellm_prefix.sections import parse_patch
 from litellm_prefix.settings import Settings
 
@@ -49,6 +49,26 @@ def test_run_owners_give_a_leading_patch_to_the_prompt_it_precedes():
     ]
     assert run_owners(body) == [0, 0, 0, 5, 5, 5, 5]
     assert run_owners([{"role": "system", "content": "x"}, {"role": "assistant", "content": "y"}]) == [None, None]
+
+
+_ITEMS = st.one_of(
+    st.sampled_from([{"role": "user", "content": "typed"}, {"role": "user", "content": NOTIFICATION},
+                     {"role": "user", "content": [{"type": "tool_result", "content": "r"}]},
+                     {"role": "assistant", "content": "ok"}, {"role": "tool", "content": "out"},
+                     {"role": "system", "content": "patch"}, {"role": "developer", "content": "reminder"},
+                     {"type": "function_call", "role": "system"}, {"role": "user", "content": []}]),
+    st.builds(lambda role: type("Message", (), {"role": role, "content": "m"})(), st.sampled_from(["user", "system"])),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_ITEMS, max_size=14))
+def test_the_run_of_one_message_is_its_place_in_run_owners(body):
+    """``run_owner`` (what the patch rule asks for each patch) looks only around the message:
+    the same run as ``run_owners`` for every message of any body, negative indices too."""
+    owners = run_owners(body)
+    assert [run_owner(body, i) for i in range(len(body))] == owners
+    assert [run_owner(body, i - len(body)) for i in range(len(body))] == owners
 
 
 def test_typed_prompt_patch_after_a_notification_flip_reaches_the_model_every_turn():

@@ -109,6 +109,26 @@ def run_owners(body: Sequence[Any]) -> list[int | None]:
     return owners
 
 
+def run_owner(body: Sequence[Any], index: int) -> int | None:
+    """``run_owners(body)[index]``, from the messages around ``index`` only (the patches of a
+    request are few; its messages are many)."""
+    if index < 0:
+        index += len(body)
+    item = body[index]
+    if starts_run(item):
+        return index
+    if is_system_message(item):
+        following = index + 1
+        while following < len(body) and is_system_message(body[following]):
+            following += 1
+        if following < len(body) and starts_run(body[following]):
+            return following
+    for before in range(index - 1, -1, -1):
+        if starts_run(body[before]):
+            return before
+    return None
+
+
 def run_flags(body: Sequence[Any], ctx: Context, owners: list[int | None] | None = None) -> list[bool]:
     """For each body message: is it inside a run started by a notification (not a typed prompt)?
     (``owners``: ``run_owners(body)`` when the caller has it.)"""
@@ -129,7 +149,7 @@ def run_is_notification(body: Sequence[Any], index: int, ctx: Context) -> bool:
     """Is body message ``index`` (negative counts from the end) inside a notification run?"""
     if not body:
         return False
-    owner = run_owners(body)[index]
+    owner = run_owner(body, index)
     return owner is not None and is_notification(body[owner], ctx)
 
 
@@ -157,8 +177,15 @@ def drop_redundant_patches(view: View, journal: Journal, ctx: Context) -> tuple[
     if not patches:
         return view, journal, []
     state = head_state(view)
-    owners = run_owners(view.body)
-    flags = run_flags(view.body, ctx, owners)
+    # The run of each patch (and whether a notification started it), looked up around the patch.
+    owners = {index: run_owner(view.body, index) for index in patches}
+    patterns = ctx.settings.notification_res
+    verdicts: dict[int, bool] = {}
+    flags: dict[int, bool] = {}
+    for index, owner in owners.items():
+        if owner is not None and owner not in verdicts:
+            verdicts[owner] = is_notification(view.body[owner], ctx, patterns)
+        flags[index] = owner is not None and verdicts[owner]
     body = list(view.body)
     dropped = set(journal.dropped)
     counts = {"noop": 0, "notification_removal": 0, "recorded": 0, "emptied": 0, "typed_again": 0}
