@@ -1,0 +1,95 @@
+"""bench/load.py reads the plugin's own CPU from inside each proxy (bench/proxy_gc.py): each hook
+is timed in thread CPU over its own steps only. A hook that waits (on Redis) lets the event loop
+run other requests on the same thread; their CPU must not be charged to the plugin."""
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import struct
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def proxy_gc():
+    spec = importlib.util.spec_from_file_location("bench_proxy_gc", ROOT / "bench" / "proxy_gc.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_proxy_gc"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+class Clock:
+    """A thread-CPU clock that only moves when a coroutine says it spent CPU."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def spend(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def test_a_hook_is_charged_its_own_steps_not_the_loop_s_other_work(proxy_gc, monkeypatch):
+    clock = Clock()
+    monkeypatch.setattr(proxy_gc.time, "thread_time", clock)
+    charged: list[float] = []
+
+    async def hook():
+        clock.spend(0.002)
+        await asyncio.sleep(0.01)  # waits on the store: the loop runs another request meanwhile
+        clock.spend(0.003)
+        return "result"
+
+    async def other_request():
+        await asyncio.sleep(0.001)
+        clock.spend(0.020)
+
+    async def main():
+        result, _ = await asyncio.gather(proxy_gc._OwnCpu(hook(), charged.append), other_request())
+        return result
+
+    assert asyncio.run(main()) == "result"
+    assert charged == [pytest.approx(0.005)]
+
+
+def test_a_failing_or_cancelled_hook_is_charged_too(proxy_gc, monkeypatch):
+    clock = Clock()
+    monkeypatch.setattr(proxy_gc.time, "thread_time", clock)
+    charged: list[float] = []
+
+    async def failing():
+        clock.spend(0.001)
+        await asyncio.sleep(0)
+        raise ValueError("store said no")
+
+    async def waiting():
+        clock.spend(0.004)
+        await asyncio.sleep(10)
+
+    async def main():
+        with pytest.raises(ValueError):
+            await proxy_gc._OwnCpu(failing(), charged.append)
+        task = asyncio.ensure_future(proxy_gc._OwnCpu(waiting(), charged.append))
+        await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    assert charged == [pytest.approx(0.001), pytest.approx(0.004)]
+
+
+def test_the_totals_are_read_from_the_mapped_file(proxy_gc, tmp_path):
+    path = tmp_path / "memory.plugin-cpu"
+    cpu = proxy_gc._CpuFile(str(path))
+    cpu.add(0.002, request=True)
+    cpu.add(0.0005)
+    cpu.add(0.001, request=True)
+    assert struct.unpack("2d", path.read_bytes()[:16]) == (2.0, pytest.approx(0.0035))
