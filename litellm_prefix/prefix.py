@@ -176,7 +176,7 @@ def measure(data: Mapping[str, Any], wire_name: str, target: Mapping[str, Any] |
     "Equal" is Python equality of the messages (``1 == 1.0 == True``: a difference no agent
     makes between two requests of one session); the rest is byte for byte ``shape_of``."""
     messages = data.get("messages")
-    if wire_name != "chat" or not isinstance(messages, list) or not messages or hoists(dict(target or {})):
+    if wire_name != "chat" or not isinstance(messages, list) or not messages or hoists(target or {}):
         shape, texts = shape_of(render(data, wire_name, target, tools_text))
         return shape, texts, None
     tools = data.get("tools")
@@ -207,7 +207,7 @@ def measure(data: Mapping[str, Any], wire_name: str, target: Mapping[str, Any] |
     return shape, [None] * taken + new_texts, Seen(tuple(messages), tools_text, seen.lead, shape)
 
 
-def compare(previous: Shape, current: Shape, texts: list[str | bytes]) -> Shared:
+def compare(previous: Shape, current: Shape, texts: list[str | bytes | None]) -> Shared:
     """What ``current`` (whose parts' bytes are ``texts``) shares with ``previous``."""
     offset = 0
     old_parts, new_parts = len(previous.lengths), len(current.lengths)
@@ -225,7 +225,9 @@ def compare(previous: Shape, current: Shape, texts: list[str | bytes]) -> Shared
         if old_digest == current.digests[DIGEST * i : DIGEST * (i + 1)]:
             offset += old_length
             continue
-        if i == old_parts - 1 and new_length >= old_length and _digest(_encoded(texts[i])[:old_length]) == old_digest:
+        # (A part taken over from an earlier shape has no text here; its bytes were not read.)
+        if i == old_parts - 1 and new_length >= old_length and texts[i] is not None \
+                and _digest(_encoded(texts[i])[:old_length]) == old_digest:
             return Shared(previous.length, True, "")  # e.g. the generation prompt, now the assistant's turn
         equal = first_difference(previous.pieces.get(i, b""), current.pieces.get(i, b"")) // DIGEST
         return Shared(offset + min(equal * PIECE, old_length, new_length), False, current.label(i))

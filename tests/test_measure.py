@@ -438,3 +438,23 @@ def test_measuring_from_where_a_request_differs_is_measuring_it_whole(first, his
         if previous is not None:
             assert prefix.compare(previous, shape, shape_texts) == prefix.compare(previous, whole, whole_texts)
         previous = whole
+
+
+def test_a_request_measured_from_an_earlier_one_compares_with_any_previous_shape():
+    """Two requests of one session in flight at once: B is measured from the request both
+    started from, while A (a shorter retry, or one that edits an earlier message) became the
+    session's previous request. B's parts taken over carry no text; comparing B with A gives
+    what comparing B measured whole with A gives."""
+    head = {"role": "system", "content": "head " * 40}
+    turns = [{"role": ("user", "assistant")[i % 2], "content": f"turn {i} " * 30} for i in range(4)]
+    tools = [{"type": "function", "function": {"name": "read", "parameters": {}}}]
+    start = {"model": "m", "messages": [head, *turns], "tools": tools}
+    _, _, seen = prefix.measure(copy.deepcopy(start), "chat", {}, None, None)
+    later = {**copy.deepcopy(start), "messages": [head, *turns, {"role": "user", "content": "next"}]}  # B
+    shape_b, texts_b, _ = prefix.measure(later, "chat", {}, None, seen)
+    whole_b, whole_texts = prefix.shape_of(prefix.render(later, "chat", {}))
+    assert shape_b == whole_b and None in texts_b
+    edited = [head, turns[0], {**turns[1], "content": "edited " * 30}, *turns[2:]]
+    for messages in ([head, *turns[:2]], edited):  # A
+        shape_a, _, _ = prefix.measure({**copy.deepcopy(start), "messages": messages}, "chat", {}, None, None)
+        assert prefix.compare(shape_a, shape_b, texts_b) == prefix.compare(shape_a, whole_b, whole_texts)

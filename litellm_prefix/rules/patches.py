@@ -129,22 +129,6 @@ def run_owner(body: Sequence[Any], index: int) -> int | None:
     return None
 
 
-def run_flags(body: Sequence[Any], ctx: Context, owners: list[int | None] | None = None) -> list[bool]:
-    """For each body message: is it inside a run started by a notification (not a typed prompt)?
-    (``owners``: ``run_owners(body)`` when the caller has it.)"""
-    verdicts: dict[int, bool] = {}
-    flags = []
-    patterns = ctx.settings.notification_res
-    for owner in run_owners(body) if owners is None else owners:
-        if owner is None:
-            flags.append(False)
-            continue
-        if owner not in verdicts:
-            verdicts[owner] = is_notification(body[owner], ctx, patterns)
-        flags.append(verdicts[owner])
-    return flags
-
-
 def run_is_notification(body: Sequence[Any], index: int, ctx: Context) -> bool:
     """Is body message ``index`` (negative counts from the end) inside a notification run?"""
     if not body:
