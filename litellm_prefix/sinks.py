@@ -158,9 +158,11 @@ class Sinks:
             if any(e.kind == "billing_block" and e.data.get("action") == "removed" for e in events):
                 self.stats["billing_removed"] += 1
             if rules and session:
-                logger.debug("litellm-prefix: session %s rules %s", session, [e.kind for e in rules])
-                self.jsonl({"event": "rewrite", "session": session, "agent": agent or None,
-                            "rules": [{"rule": e.kind, **e.data} for e in rules]})
+                if logger.isEnabledFor(logging.DEBUG):
+                    logger.debug("litellm-prefix: session %s rules %s", session, [e.kind for e in rules])
+                if self.settings.log:  # (the record is built only when there is a log to write it to)
+                    self.jsonl({"event": "rewrite", "session": session, "agent": agent or None,
+                                "rules": [{"rule": e.kind, **e.data} for e in rules]})
             if drift:
                 drift = {**drift, "session": session, "model": (target.model if target else ""), "agent": agent or None}
                 self.stats["drift"] += 1
