@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import sys
 import time
 from collections import ChainMap
 from collections.abc import Mapping, MutableMapping, Sequence
@@ -110,8 +111,30 @@ def _deployment_id(deployment: Any) -> str | None:
     return str(value) if value is not None else None
 
 
+_ROUTER_AFFINITY: dict[str, tuple[Any, int, float, bool]] = {}
+ROUTER_AFFINITY_SECONDS = 1.0
+
+
 def router_session_affinity(model_group: str) -> bool:
-    """Whether LiteLLM's router has its ``session_affinity`` check on for this model group."""
+    """Whether LiteLLM's router has its ``session_affinity`` check on for this model group.
+
+    Asked twice per request (the pre-call hook, the router's filter): the answer is remembered
+    per model group while LiteLLM's callback list is the same list of the same length, for at
+    most ``ROUTER_AFFINITY_SECONDS`` (a check's settings changed in place are seen that late)."""
+    litellm = sys.modules.get("litellm")
+    callbacks = getattr(litellm, "callbacks", None) if litellm is not None else None
+    now = time.monotonic()
+    hit = _ROUTER_AFFINITY.get(model_group)
+    if hit is not None and hit[0] is callbacks and hit[1] == len(callbacks or ()) and now < hit[2]:
+        return hit[3]
+    answer = _router_session_affinity(model_group)
+    if len(_ROUTER_AFFINITY) > 256:
+        _ROUTER_AFFINITY.clear()
+    _ROUTER_AFFINITY[model_group] = (callbacks, len(callbacks or ()), now + ROUTER_AFFINITY_SECONDS, answer)
+    return answer
+
+
+def _router_session_affinity(model_group: str) -> bool:
     try:
         import litellm
         from litellm.router_utils.pre_call_checks.deployment_affinity_check import DeploymentAffinityCheck

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
@@ -162,17 +163,34 @@ def _target(model: str, provider: str, declared_mid_system: bool | None, passes_
     )
 
 
+_DEPLOYMENTS: dict[str, tuple[Any, Any, int, float, Mapping[str, Any] | None]] = {}
+DEPLOYMENT_SECONDS = 1.0
+
+
 def _proxy_deployment(group: str) -> Mapping[str, Any] | None:
-    """The first deployment of a proxy model group, when the proxy's router is loaded."""
+    """The first deployment of a proxy model group, when the proxy's router is loaded.
+
+    Remembered per group while the router and its model list (same list, same length) are
+    the same, for at most ``DEPLOYMENT_SECONDS`` (a deployment edited in place is seen that late)."""
     proxy_server = sys.modules.get("litellm.proxy.proxy_server")
     router = getattr(proxy_server, "llm_router", None)
     if router is None or not group:
         return None
+    model_list = getattr(router, "model_list", None)
+    size = len(model_list) if isinstance(model_list, list) else -1
+    now = time.monotonic()
+    hit = _DEPLOYMENTS.get(group)
+    if hit is not None and hit[0] is router and hit[1] is model_list and hit[2] == size and now < hit[3]:
+        return hit[4]
     try:
         deployments = router.get_model_list(model_name=group) or []
     except Exception:
         return None
-    return deployments[0] if deployments else None
+    found = deployments[0] if deployments else None
+    if len(_DEPLOYMENTS) > 1024:
+        _DEPLOYMENTS.clear()
+    _DEPLOYMENTS[group] = (router, model_list, size, now + DEPLOYMENT_SECONDS, found)
+    return found
 
 
 def _model_group(data: Mapping[str, Any]) -> str:

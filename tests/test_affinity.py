@@ -170,6 +170,33 @@ async def test_modes_router_off_and_fail_open(monkeypatch):
     assert await make().filter("pool", [{"model_name": "pool"}], request(1)) == [{"model_name": "pool"}]
 
 
+def test_the_router_check_is_asked_again_when_litellm_s_callbacks_change(monkeypatch):
+    """Whether the router's session_affinity check is on is remembered briefly (both hooks of a
+    request ask): a new callback list, one grown or shrunk in place, or a second passing, and
+    it is asked again."""
+    import litellm
+    from litellm.caching.dual_cache import DualCache
+    from litellm.router_utils.pre_call_checks.deployment_affinity_check import DeploymentAffinityCheck
+
+    from litellm_prefix import affinity
+
+    clock = [1000.0]
+    monkeypatch.setattr(affinity.time, "monotonic", lambda: clock[0])
+    check = DeploymentAffinityCheck(cache=DualCache(), ttl_seconds=60, enable_user_key_affinity=False,
+                                    enable_responses_api_affinity=False, enable_session_id_affinity=False)
+    callbacks: list = []
+    monkeypatch.setattr(litellm, "callbacks", callbacks)
+    assert not affinity.router_session_affinity("pool")
+    callbacks.append(check)  # grown in place
+    assert not affinity.router_session_affinity("pool")  # the check is there, but off
+    check.enable_session_id_affinity = True  # changed in place: seen once the answer is a second old
+    assert not affinity.router_session_affinity("pool")
+    clock[0] += affinity.ROUTER_AFFINITY_SECONDS
+    assert affinity.router_session_affinity("pool")
+    monkeypatch.setattr(litellm, "callbacks", [])  # another list
+    assert not affinity.router_session_affinity("pool")
+
+
 async def test_pins_in_a_real_redis_are_shared(redis_server):
     settings = Settings(path_check="absolute", store=redis_server.url, store_timeout_ms=2000)
     replicas = [make(store=build_store(settings, Counter())[0]) for _ in range(2)]

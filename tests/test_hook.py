@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import sys
 
 import pytest
 from litellm.integrations.custom_logger import CustomLogger
@@ -296,3 +297,42 @@ def test_context_but_is_dataclasses_replace():
     assert ctx.now is None and ctx.texts == {} and ctx.session_key == ""
     with pytest.raises(dataclasses.FrozenInstanceError):
         ctx.but(now=1.0).now = 2.0
+
+
+def test_the_proxy_deployment_of_a_group_is_asked_again_when_the_router_changes(monkeypatch):
+    """The pre-call hook asks the proxy's router for the group's first deployment; the answer is
+    remembered briefly, and asked again for another router, another model list, one grown or
+    shrunk in place, or once a second has passed."""
+    import types
+
+    from litellm_prefix import hook
+
+    class Router:
+        def __init__(self, model_list):
+            self.model_list = model_list
+            self.asked = 0
+
+        def get_model_list(self, model_name=None):
+            self.asked += 1
+            return [d for d in self.model_list if d["model_name"] == model_name]
+
+    clock = [50.0]
+    monkeypatch.setattr(hook.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(hook, "_DEPLOYMENTS", {})
+    a = {"model_name": "g", "litellm_params": {"model": "openai/a"}}
+    router = Router([a])
+    monkeypatch.setitem(sys.modules, "litellm.proxy.proxy_server", types.SimpleNamespace(llm_router=router))
+    assert hook._proxy_deployment("g") is a and hook._proxy_deployment("g") is a and router.asked == 1
+    b = {"model_name": "g", "litellm_params": {"model": "openai/b"}}
+    router.model_list.insert(0, b)  # grown in place
+    assert hook._proxy_deployment("g") is b and router.asked == 2
+    router.model_list[0] = a  # edited in place: seen once the answer is a second old
+    assert hook._proxy_deployment("g") is b
+    clock[0] += hook.DEPLOYMENT_SECONDS
+    assert hook._proxy_deployment("g") is a
+    router.model_list = [b]  # another list
+    assert hook._proxy_deployment("g") is b
+    other = Router([a])
+    monkeypatch.setitem(sys.modules, "litellm.proxy.proxy_server", types.SimpleNamespace(llm_router=other))
+    assert hook._proxy_deployment("g") is a and other.asked == 1
+    assert hook._proxy_deployment("unknown") is None and hook._proxy_deployment("") is None
