@@ -24,7 +24,7 @@ from functools import lru_cache
 from typing import Any
 
 from .sections import segment_memo
-from .settings import Settings
+from .settings import Settings, remembered_for
 
 BILLING_PREFIX = "x-anthropic-billing-header:"
 
@@ -226,18 +226,7 @@ def apply(settings: Settings, profile: Profile | None) -> Settings:
     a request does not copy the settings and recompile their derived values."""
     if profile is None:
         return settings
-    key = (id(settings), profile.name)
-    hit = _APPLIED.get(key)
-    if hit is not None and hit[0] is settings:  # (the entry holds ``settings``: its id is not reused meanwhile)
-        return hit[1]
-    result = _apply(settings, profile)
-    _APPLIED[key] = (settings, result)
-    while len(_APPLIED) > 64:
-        try:
-            _APPLIED.popitem(last=False)
-        except KeyError:  # another thread emptied it meanwhile
-            break
-    return result
+    return remembered_for(_APPLIED, 64, (id(settings), profile.name), settings, lambda: _apply(settings, profile))
 
 
 def _apply(settings: Settings, profile: Profile) -> Settings:

@@ -20,7 +20,7 @@ import os
 import re
 import sys
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from fnmatch import fnmatchcase
 from functools import lru_cache
 from pathlib import Path
@@ -432,17 +432,7 @@ class Settings(BaseSettings, _Keys):
             key = (id(self), tuple(names), _override_key(deployment))
         except TypeError:  # an override value that cannot be a key (a list): computed every time
             return self._for_model(names, deployment)
-        hit = _FOR_MODEL.get(key)
-        if hit is not None and hit[0] is self:  # (the entry holds ``self``: its id is not reused meanwhile)
-            return hit[1]
-        result = self._for_model(names, deployment)
-        _FOR_MODEL[key] = (self, result)
-        while len(_FOR_MODEL) > 256:
-            try:
-                _FOR_MODEL.popitem(last=False)
-            except KeyError:  # another thread emptied it meanwhile
-                break
-        return result
+        return remembered_for(_FOR_MODEL, 256, key, self, lambda: self._for_model(names, deployment))
 
     def _for_model(self, names: tuple[str, ...], deployment: Any) -> "Settings":
         updates: dict[str, Any] = {}
@@ -455,6 +445,23 @@ class Settings(BaseSettings, _Keys):
 
 
 _FOR_MODEL: "OrderedDict[tuple[Any, ...], tuple[Settings, Settings]]" = OrderedDict()
+
+
+def remembered_for(cache: "OrderedDict[Any, tuple[Any, Any]]", size: int, key: Any, owner: Any,
+                   compute: Callable[[], Any]) -> Any:
+    """``compute()``, remembered in ``cache`` under ``key`` (which starts with ``id(owner)``) for the
+    last ``size`` keys. The entry holds ``owner``, so its id is not reused while it is there."""
+    hit = cache.get(key)
+    if hit is not None and hit[0] is owner:
+        return hit[1]
+    result = compute()
+    cache[key] = (owner, result)
+    while len(cache) > size:
+        try:
+            cache.popitem(last=False)
+        except KeyError:  # another thread emptied it meanwhile
+            break
+    return result
 
 
 def _override_key(deployment: Any) -> Any:
