@@ -35,6 +35,7 @@ from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any
 
 from . import wire
+from .context import Recent
 from .session import scoped_key, session_id, tenant_of
 from .view import field_of
 
@@ -111,8 +112,8 @@ def _deployment_id(deployment: Any) -> str | None:
     return str(value) if value is not None else None
 
 
-_ROUTER_AFFINITY: dict[str, tuple[Any, int, float, bool]] = {}
 ROUTER_AFFINITY_SECONDS = 1.0
+_ROUTER_AFFINITY = Recent(ROUTER_AFFINITY_SECONDS, 256)
 
 
 def router_session_affinity(model_group: str) -> bool:
@@ -123,15 +124,8 @@ def router_session_affinity(model_group: str) -> bool:
     most ``ROUTER_AFFINITY_SECONDS`` (a check's settings changed in place are seen that late)."""
     litellm = sys.modules.get("litellm")
     callbacks = getattr(litellm, "callbacks", None) if litellm is not None else None
-    now = time.monotonic()
-    hit = _ROUTER_AFFINITY.get(model_group)
-    if hit is not None and hit[0] is callbacks and hit[1] == len(callbacks or ()) and now < hit[2]:
-        return hit[3]
-    answer = _router_session_affinity(model_group)
-    if len(_ROUTER_AFFINITY) > 256:
-        _ROUTER_AFFINITY.clear()
-    _ROUTER_AFFINITY[model_group] = (callbacks, len(callbacks or ()), now + ROUTER_AFFINITY_SECONDS, answer)
-    return answer
+    return _ROUTER_AFFINITY.get(model_group, lambda: _router_session_affinity(model_group),
+                                (callbacks, len(callbacks or ())))
 
 
 def _router_session_affinity(model_group: str) -> bool:

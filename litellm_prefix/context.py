@@ -75,8 +75,32 @@ def compact_json(value: Any) -> str:
     return _ENCODER.encode(value)
 
 
-_EXISTS: dict[str, tuple[bool, float]] = {}
+class Recent:
+    """Answers remembered per key for at most ``seconds``, and only while their ``stamp`` stands
+    (each element the same object, or an equal int: a list's identity and length, say). For
+    what every request asks and what changes rarely (the disk, LiteLLM's router and callbacks).
+    At most ``limit`` keys: all are dropped when it is full."""
+
+    def __init__(self, seconds: float, limit: int) -> None:
+        self.seconds, self.limit = seconds, limit
+        self._entries: dict[Any, tuple[float, tuple[Any, ...], Any]] = {}
+
+    def get(self, key: Any, compute: Callable[[], Any], stamp: tuple[Any, ...] = ()) -> Any:
+        """``compute()``, or its remembered answer (an exception is passed on, not remembered)."""
+        now = time.monotonic()
+        hit = self._entries.get(key)
+        if hit is not None and now < hit[0] and len(hit[1]) == len(stamp) and all(
+                a is b or (type(a) is int and a == b) for a, b in zip(hit[1], stamp)):
+            return hit[2]
+        value = compute()
+        if len(self._entries) >= self.limit:
+            self._entries.clear()
+        self._entries[key] = (now + self.seconds, stamp, value)
+        return value
+
+
 EXISTS_SECONDS = 1.0
+_EXISTS = Recent(EXISTS_SECONDS, 4096)
 
 
 def path_exists(path: str) -> bool:
@@ -84,15 +108,7 @@ def path_exists(path: str) -> bool:
     exists``): a session names the same install roots on every request, and a ``stat`` on a
     busy gateway costs more than the rules of a short request. An install root that appears
     or goes is seen within a second."""
-    now = time.monotonic()
-    found = _EXISTS.get(path)
-    if found is not None and now - found[1] < EXISTS_SECONDS:
-        return found[0]
-    result = os.path.exists(path)
-    if len(_EXISTS) >= 4096:
-        _EXISTS.clear()
-    _EXISTS[path] = (result, now)
-    return result
+    return _EXISTS.get(path, lambda: os.path.exists(path))
 
 
 @dataclass(frozen=True)

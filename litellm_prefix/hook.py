@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import sys
-import time
 from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
@@ -23,7 +22,7 @@ from typing import Any
 from litellm.integrations.custom_logger import CustomLogger
 
 from .affinity import SessionAffinity, give_session_id, session_key
-from .context import Target, cost_map_value
+from .context import Recent, Target, cost_map_value
 from .core import Stabilizer, call_id_of
 from .settings import Settings, load_settings
 
@@ -163,8 +162,8 @@ def _target(model: str, provider: str, declared_mid_system: bool | None, passes_
     )
 
 
-_DEPLOYMENTS: dict[str, tuple[Any, Any, int, float, Mapping[str, Any] | None]] = {}
 DEPLOYMENT_SECONDS = 1.0
+_DEPLOYMENTS = Recent(DEPLOYMENT_SECONDS, 1024)
 
 
 def _proxy_deployment(group: str) -> Mapping[str, Any] | None:
@@ -177,20 +176,11 @@ def _proxy_deployment(group: str) -> Mapping[str, Any] | None:
     if router is None or not group:
         return None
     model_list = getattr(router, "model_list", None)
-    size = len(model_list) if isinstance(model_list, list) else -1
-    now = time.monotonic()
-    hit = _DEPLOYMENTS.get(group)
-    if hit is not None and hit[0] is router and hit[1] is model_list and hit[2] == size and now < hit[3]:
-        return hit[4]
+    stamp = (router, model_list, len(model_list) if isinstance(model_list, list) else -1)
     try:
-        deployments = router.get_model_list(model_name=group) or []
+        return _DEPLOYMENTS.get(group, lambda: next(iter(router.get_model_list(model_name=group) or []), None), stamp)
     except Exception:
         return None
-    found = deployments[0] if deployments else None
-    if len(_DEPLOYMENTS) > 1024:
-        _DEPLOYMENTS.clear()
-    _DEPLOYMENTS[group] = (router, model_list, size, now + DEPLOYMENT_SECONDS, found)
-    return found
 
 
 def _model_group(data: Mapping[str, Any]) -> str:

@@ -178,10 +178,10 @@ def test_the_router_check_is_asked_again_when_litellm_s_callbacks_change(monkeyp
     from litellm.caching.dual_cache import DualCache
     from litellm.router_utils.pre_call_checks.deployment_affinity_check import DeploymentAffinityCheck
 
-    from litellm_prefix import affinity
+    from litellm_prefix import affinity, context
 
     clock = [1000.0]
-    monkeypatch.setattr(affinity.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(context.time, "monotonic", lambda: clock[0])
     check = DeploymentAffinityCheck(cache=DualCache(), ttl_seconds=60, enable_user_key_affinity=False,
                                     enable_responses_api_affinity=False, enable_session_id_affinity=False)
     callbacks: list = []

@@ -305,7 +305,7 @@ def test_the_proxy_deployment_of_a_group_is_asked_again_when_the_router_changes(
     shrunk in place, or once a second has passed."""
     import types
 
-    from litellm_prefix import hook
+    from litellm_prefix import context, hook
 
     class Router:
         def __init__(self, model_list):
@@ -317,8 +317,8 @@ def test_the_proxy_deployment_of_a_group_is_asked_again_when_the_router_changes(
             return [d for d in self.model_list if d["model_name"] == model_name]
 
     clock = [50.0]
-    monkeypatch.setattr(hook.time, "monotonic", lambda: clock[0])
-    monkeypatch.setattr(hook, "_DEPLOYMENTS", {})
+    monkeypatch.setattr(context.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(hook, "_DEPLOYMENTS", hook.Recent(hook.DEPLOYMENT_SECONDS, 1024))
     a = {"model_name": "g", "litellm_params": {"model": "openai/a"}}
     router = Router([a])
     monkeypatch.setitem(sys.modules, "litellm.proxy.proxy_server", types.SimpleNamespace(llm_router=router))

@@ -155,7 +155,7 @@ def test_path_exists_is_remembered_for_a_second_per_path(tmp_path, monkeypatch):
 
     clock = [1000.0]
     monkeypatch.setattr(context.time, "monotonic", lambda: clock[0])
-    monkeypatch.setattr(context, "_EXISTS", {})
+    monkeypatch.setattr(context, "_EXISTS", context.Recent(context.EXISTS_SECONDS, 4096))
     root = tmp_path / "lib" / "node_modules" / "@earendil-works" / "pi-coding-agent"
     assert context.path_exists(str(root)) is False
     root.mkdir(parents=True)
