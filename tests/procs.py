@@ -4,6 +4,7 @@ Everything listens on 127.0.0.1 and is stopped by process id (the whole process 
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import secrets
@@ -204,3 +205,12 @@ class RedisServer:
         if self.proc is not None:
             stop(self.proc)
             self.proc = None
+
+
+def load_bench(name: str):
+    """``bench/<name>.py`` as a module (``bench_<name>``): the benches are scripts, not a package."""
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", Path(__file__).parent.parent / "bench" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[f"bench_{name}"] = module
+    spec.loader.exec_module(module)
+    return module

@@ -2,22 +2,13 @@
 alone, nothing lost, and every row within 1.02x of a perfectly stable client with no setting changed."""
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
+from procs import load_bench
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_agents", ROOT / "bench" / "agents.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_agents"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("agents")
 
 
 @pytest.mark.parametrize("agent, detected", [

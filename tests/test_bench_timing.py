@@ -4,23 +4,15 @@ run other requests on the same thread; their CPU must not be charged to the plug
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import struct
-import sys
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
+from procs import load_bench
 
 
 @pytest.fixture(scope="module")
 def proxy_gc():
-    spec = importlib.util.spec_from_file_location("bench_proxy_gc", ROOT / "bench" / "proxy_gc.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_proxy_gc"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("proxy_gc")
 
 
 class Clock:
@@ -36,9 +28,14 @@ class Clock:
         self.now += seconds
 
 
-def test_a_hook_is_charged_its_own_steps_not_the_loop_s_other_work(proxy_gc, monkeypatch):
+@pytest.fixture
+def clock(proxy_gc, monkeypatch) -> Clock:
     clock = Clock()
     monkeypatch.setattr(proxy_gc.time, "thread_time", clock)
+    return clock
+
+
+def test_a_hook_is_charged_its_own_steps_not_the_loop_s_other_work(proxy_gc, clock):
     charged: list[float] = []
 
     async def hook():
@@ -59,9 +56,7 @@ def test_a_hook_is_charged_its_own_steps_not_the_loop_s_other_work(proxy_gc, mon
     assert charged == [pytest.approx(0.005)]
 
 
-def test_a_failing_or_cancelled_hook_is_charged_too(proxy_gc, monkeypatch):
-    clock = Clock()
-    monkeypatch.setattr(proxy_gc.time, "thread_time", clock)
+def test_a_failing_or_cancelled_hook_is_charged_too(proxy_gc, clock):
     charged: list[float] = []
 
     async def failing():
