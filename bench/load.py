@@ -37,7 +37,7 @@ Turn by turn, each configuration sends its 32 requests at once, one configuratio
 the other (the order rotates every turn), so all of them see the same machine. Reported,
 per configuration and against ``baseline`` of the same run: median and p90 latency,
 proxy CPU per request (user + system time of the proxy processes during their own
-waves, from /proc), errors, store fallbacks (the plugin's warning lines in the proxy
+waves and the second after each, when their after-response work runs; from /proc), errors, store fallbacks (the plugin's warning lines in the proxy
 logs), Redis calls per request (Redis's own EVALSHA count), and whether every session's
 upstream head was byte-identical on every turn and identical to the single-proxy head
 (``heads stable``), with nothing lost and every turn a prefix of the next.
@@ -98,6 +98,21 @@ def plugin_cpu_of(proxy: Proxy) -> tuple[float, float]:
     except (OSError, struct.error):
         return 0.0, 0.0
     return requests, seconds
+
+
+def listen_overflows() -> int | None:
+    """The kernel's count of connections dropped because a listening socket's backlog was full
+    (TcpExt ListenOverflows, machine-wide). Each one costs its client a SYN retransmit (1 s, then
+    3 s): a run where it grows has waves stalled by a server's backlog, not by the proxies."""
+    try:
+        with open("/proc/net/netstat") as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return None
+    for names, values in zip(lines[::2], lines[1::2]):
+        if names.startswith("TcpExt:") and "ListenOverflows" in names.split():
+            return int(values.split()[names.split().index("ListenOverflows")])
+    return None
 
 
 def group_cpu_seconds(pgid: int) -> float:
@@ -243,6 +258,7 @@ async def run(args) -> dict:
             # A fresh proxy's first calls to Redis open the connection and load the scripts: a slow
             # answer there is part of the warm-up, not of the run (counted apart).
             warm_up_fallbacks = {name: fallback_lines([proxies[name]]) for name in ("redis-a", "redis-b")}
+            overflows_before = listen_overflows()
             for turn in range(args.turns):
                 order = list(CONFIGS)
                 random.Random(turn).shuffle(order)  # every configuration runs early and late, after each other
@@ -253,6 +269,10 @@ async def run(args) -> dict:
                     inside_before = [plugin_cpu_of(p) for p in targets[config]]
                     evalsha_before = redis_evalsha(redis_server) if config in REDIS_CONFIGS else 0
                     took, failed = await wave(client, targets[config], bodies, sessions[config], turn)
+                    # The proxies' after-response work (LiteLLM's logging, the success callbacks) runs
+                    # once the responses are out: it belongs to this wave's requests, so the CPU is read
+                    # once it is done.
+                    await asyncio.sleep(1)
                     spent = sum(group_cpu_seconds(g) for g in groups) - cpu_before
                     for proxy, before in zip(targets[config], inside_before):
                         after = plugin_cpu_of(proxy)
@@ -263,13 +283,13 @@ async def run(args) -> dict:
                     if config in REDIS_CONFIGS:
                         evalsha[config] += redis_evalsha(redis_server) - evalsha_before
                     latencies[config] += took
-                    await asyncio.sleep(1)  # let the proxies' after-response work finish before the next wave
                     errors[config] += failed
                     for record in upstream.take():
                         body = json.loads(record["body"])
                         index = next(i for i, s in enumerate(sessions[config]) if s.tag in record["body"])
                         upstream_bodies[config][index].append(body)
                 print(f"turn {turn + 1}/{args.turns} done", flush=True)
+        overflows_after = listen_overflows()
         requests = args.sessions * args.turns
         reference = upstream_bodies["memory"]
         report: dict = {"sessions": args.sessions, "turns": args.turns, "configs": {}}
@@ -310,6 +330,8 @@ async def run(args) -> dict:
             report["configs"][config] = entry
         report["gc"] = {"frozen_at_start": not args.no_freeze,
                         **{name: gc_stats(proxy) for name, proxy in proxies.items()}}
+        report["tcp_listen_overflows"] = (overflows_after - overflows_before
+                                          if overflows_before is not None and overflows_after is not None else None)
         report["store_fallbacks_warm_up"] = sum(warm_up_fallbacks.values())
         report["store_fallbacks"] = sum(fallback_lines([proxies[name]]) - before
                                         for name, before in warm_up_fallbacks.items())
@@ -396,6 +418,8 @@ def main() -> None:
           f"detected {report['fallback_check']['detected']}, errors {report['fallback_check']['errors']}); nothing lost: "
           f"{all(e['nothing_lost'] for e in report['configs'].values())}; every turn a prefix of the next "
           f"(plugin): {all(e['prefix_monotone'] for e in plugin)}")
+    print(f"connections dropped by a full listen backlog during the run (machine-wide): "
+          f"{report['tcp_listen_overflows']}")
     gcs = {name: g for name, g in report["gc"].items() if isinstance(g, dict)}
     print("full collections during the run (CPU ms): " + ", ".join(
         f"{name} {g['collections'][2]} ({g['cpu_ms'][2]:.0f})" for name, g in gcs.items())
