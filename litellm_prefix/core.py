@@ -13,13 +13,13 @@ import asyncio
 import dataclasses
 import json
 import logging
+import threading
 import time
 import traceback
 from collections.abc import Mapping, MutableMapping
-from functools import lru_cache
 from typing import Any
 
-from cachetools import TTLCache
+from cachetools import LRUCache, TTLCache
 
 from . import pipeline, profiles, wire
 from .context import Context, Event, Target
@@ -40,11 +40,27 @@ SAVE_ATTEMPTS = 3
 _VIEW_FIELDS = ("messages", "tools", "system", "input", "instructions")
 
 
-@lru_cache(maxsize=2048)
+# A journal is immutable: the text a session's journal was saved as decodes once, and each later
+# request that loads it unchanged (most of them) costs a string lookup. The journal this process
+# saved is remembered under the text it saved, so the next request of the session does not decode
+# what was just encoded (``Journal.from_json`` of ``encoded()`` equals the journal: the tests check
+# it on every save).
+_DECODED: LRUCache[str, Journal] = LRUCache(maxsize=2048)
+_DECODED_LOCK = threading.Lock()
+
+
 def _decoded(encoded: str) -> Journal:
-    # A journal is immutable: the text a session's journal was saved as decodes once, and each
-    # later request that loads it unchanged (most of them) costs a string lookup.
-    return Journal.from_json(json.loads(encoded))
+    with _DECODED_LOCK:
+        journal = _DECODED.get(encoded)
+    if journal is None:
+        journal = Journal.from_json(json.loads(encoded))
+        _remember_decoded(encoded, journal)
+    return journal
+
+
+def _remember_decoded(encoded: str, journal: Journal) -> None:
+    with _DECODED_LOCK:
+        _DECODED[encoded] = journal
 
 
 def _same(value: Any, written: Any) -> bool:
@@ -257,6 +273,8 @@ class Stabilizer:
                 new_journal = Journal(head=new_journal.head, requests=new_journal.requests)
                 encoded = new_journal.encoded()
             saved = await self.store.save(key, loaded, encoded, journal_text_refs(new_journal), texts)
+            if saved is not False:  # the next load of this session brings this text back
+                _remember_decoded(encoded, new_journal)
             if saved:
                 return new_view, events
             if saved is None:  # the store that answered the load did not answer the save

@@ -127,9 +127,13 @@ class Stats(Counter):
         delta = value - self.get(key, 0)
         super().__setitem__(key, value)
         if delta > 0:
-            metrics = get()
-            if metrics is not None:
-                try:
-                    metrics.child(metrics.internal, key).inc(delta)
-                except Exception:  # metrics never break a call
-                    pass
+            try:
+                child = self.__dict__.get("_children", {}).get(key)
+                if child is None:
+                    metrics = get()
+                    if metrics is None:
+                        return
+                    child = self.__dict__.setdefault("_children", {})[key] = metrics.child(metrics.internal, key)
+                child.inc(delta)
+            except Exception:  # metrics never break a call
+                pass

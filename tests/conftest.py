@@ -128,3 +128,21 @@ def replicas(e2e_dir, upstream, redis_server, llama_port):
 @pytest.fixture(scope="session")
 def proxy(replicas):
     return replicas[0]
+
+
+@pytest.fixture(autouse=True)
+def journals_decode_to_what_was_saved(monkeypatch):
+    """core remembers a saved journal under the text it saved, in place of decoding that text on
+    the session's next request: every test checks that the text decodes to that very journal."""
+    import json
+
+    from litellm_prefix import core
+    from litellm_prefix.journal import Journal
+
+    remember = core._remember_decoded
+
+    def checked(encoded: str, journal: Journal) -> None:
+        assert Journal.from_json(json.loads(encoded)) == journal, "a journal does not survive its own encoding"
+        remember(encoded, journal)
+
+    monkeypatch.setattr(core, "_remember_decoded", checked)

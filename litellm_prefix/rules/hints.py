@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
 from ..context import Context, Event
@@ -36,8 +37,10 @@ MARKABLE_BLOCKS = frozenset({"text", "image", "image_url", "document", "file", "
                              "search_result", "input_audio"})
 
 
+@lru_cache(maxsize=4096)
 def prompt_cache_key_for(session_key: str) -> str:
-    """The key sent for one session: a hash of the tenant-scoped session key (never the raw id)."""
+    """The key sent for one session: a hash of the tenant-scoped session key (never the raw id).
+    (Remembered: a session asks for its key on every request.)"""
     return "lp-" + hashlib.sha256(f"prompt-cache-key\x00{session_key}".encode()).hexdigest()[:32]
 
 
