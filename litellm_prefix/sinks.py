@@ -97,7 +97,7 @@ def _cost_map_min_tokens(model: str, provider: str) -> int | None:
     return cost_map_value(model, provider, "prompt_cache_min_tokens", int)
 
 
-def _usage_and_timings(kwargs: Mapping[str, Any], response: Any) -> tuple[Any, Any]:
+def _usage(kwargs: Mapping[str, Any], response: Any) -> Any:
     slo = kwargs.get("standard_logging_object")
     usage = None
     if isinstance(slo, Mapping):
@@ -106,8 +106,22 @@ def _usage_and_timings(kwargs: Mapping[str, Any], response: Any) -> tuple[Any, A
             usage = meta.get("usage_object")
     if not usage:
         usage = response.get("usage") if isinstance(response, Mapping) else getattr(response, "usage", None)
-    timings = response.get("timings") if isinstance(response, Mapping) else getattr(response, "timings", None)
-    return usage, timings
+    return usage
+
+
+def _timings(response: Any) -> Any:
+    """llama.cpp's ``timings`` block (an attribute LiteLLM's response object rarely has: looked up
+    only when the usage block does not say what was cached, the missing attribute being costly)."""
+    return response.get("timings") if isinstance(response, Mapping) else getattr(response, "timings", None)
+
+
+def _measured(kwargs: Mapping[str, Any], response: Any) -> classify.Measured:
+    """``classify.measure(usage, timings)``: the timings are read only where they could change it."""
+    usage = _usage(kwargs, response)
+    measured = classify.measure(usage)
+    if measured is None or measured.cached is None:
+        measured = classify.measure(usage, _timings(response))
+    return measured or classify.Measured(prompt=0, cached=None)
 
 
 class Sinks:
@@ -240,8 +254,7 @@ class Sinks:
             return None
 
     def _classify(self, pending: Pending, kwargs, slo, response) -> dict[str, Any]:
-        usage, timings = _usage_and_timings(kwargs, response)
-        measured = classify.measure(usage, timings) or classify.Measured(prompt=0, cached=None)
+        measured = _measured(kwargs, response)
         deployment = str(slo.get("model_id") or "")
         provider = str(slo.get("custom_llm_provider") or kwargs.get("custom_llm_provider") or pending.provider or "")
         model = str(slo.get("model") or kwargs.get("model") or "")

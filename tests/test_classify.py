@@ -7,6 +7,8 @@ code builds them.
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from litellm_prefix.classify import Expected, Measured, Policy, classify, measure, policy
 
@@ -165,3 +167,27 @@ def test_provider_miss_reasons():
     assert idle.reason == "idle"
     evicted = classify(Measured(5000, 0), stable(4800, idle=20.0, deployment="a", previous_deployment="a"), OPENAI)
     assert evicted.reason == "evicted"
+
+
+# -- the success callback reads llama.cpp's timings only when the usage block leaves them a say --
+
+_counts = st.one_of(st.none(), st.integers(0, 50_000), st.just(True), st.just("12"))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from(["prompt_tokens", "input_tokens", "cache_read_input_tokens",
+                                        "cache_creation_input_tokens", "prompt_cache_hit_tokens"]), _counts),
+       st.one_of(st.none(), st.fixed_dictionaries({"cached_tokens": _counts})),
+       st.one_of(st.none(), st.dictionaries(st.sampled_from(["cache_n", "prompt_n"]), _counts)),
+       st.booleans(), st.booleans())
+def test_timings_read_lazily_measure_the_same(usage, details, timings, as_object, in_slo):
+    from types import SimpleNamespace
+
+    from litellm_prefix.sinks import _measured
+
+    usage = {**usage, **({"prompt_tokens_details": details} if details is not None else {})}
+    body = {"usage": usage, **({"timings": timings} if timings is not None else {})}
+    response = SimpleNamespace(**body) if as_object else body
+    kwargs = {"standard_logging_object": {"metadata": {"usage_object": usage}}} if in_slo else {}
+    eager = measure(usage or None, timings) or Measured(prompt=0, cached=None)
+    assert _measured(kwargs, response) == eager
