@@ -99,6 +99,68 @@ class Recent:
         return value
 
 
+class Expiring:
+    """A bounded map whose entries are kept at least ``seconds`` after they were set and at most
+    twice that: two generations of plain dicts, the older dropped when the newer is ``seconds``
+    old or holds half of ``maxsize``. For the records one hook of a call writes and a later hook
+    of the same call reads (milliseconds later): every request writes and reads several, and a
+    ``TTLCache`` keeps each entry's expiry in order, at several times the cost."""
+
+    __slots__ = ("seconds", "half", "clock", "_new", "_old", "_turned")
+
+    def __init__(self, maxsize: int, seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.seconds, self.half, self.clock = seconds, max(1, maxsize // 2), clock
+        self._new: dict[Any, Any] = {}
+        self._old: dict[Any, Any] = {}
+        self._turned = clock()
+
+    def _turn(self) -> None:
+        # Generations turn on a fixed grid of ``seconds`` (an entry set in one period is dropped at
+        # the end of the next: at least ``seconds``, less than twice that); a full newer one turns
+        # early, off the grid.
+        periods = int((self.clock() - self._turned) // self.seconds)
+        if periods:
+            self._old = self._new if periods == 1 else {}
+            self._new = {}
+            self._turned += periods * self.seconds
+        elif len(self._new) >= self.half:
+            self._old, self._new = self._new, {}
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._turn()
+        self._old.pop(key, None)
+        self._new[key] = value
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        self._turn()
+        value = self._new.get(key, _MISSING)
+        if value is _MISSING:
+            value = self._old.get(key, default)
+        return value
+
+    def __getitem__(self, key: Any) -> Any:
+        value = self.get(key, _MISSING)
+        if value is _MISSING:
+            raise KeyError(key)
+        return value
+
+    def __contains__(self, key: Any) -> bool:
+        return self.get(key, _MISSING) is not _MISSING
+
+    def pop(self, key: Any, default: Any = None) -> Any:
+        self._turn()
+        value = self._new.pop(key, _MISSING)
+        if value is _MISSING:
+            value = self._old.pop(key, default)
+        return value
+
+    def __len__(self) -> int:
+        self._turn()
+        return len(self._new) + len(self._old)
+
+
+_MISSING = object()
+
 EXISTS_SECONDS = 1.0
 _EXISTS = Recent(EXISTS_SECONDS, 4096)
 

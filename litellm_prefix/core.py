@@ -19,10 +19,10 @@ import traceback
 from collections.abc import Mapping, MutableMapping
 from typing import Any
 
-from cachetools import LRUCache, TTLCache
+from cachetools import LRUCache
 
 from . import pipeline, profiles, wire
-from .context import Context, Event, Target
+from .context import Context, Event, Expiring, Target
 from .drift import tools_json
 from .journal import Journal
 from .view import field_of
@@ -114,10 +114,10 @@ class Stabilizer:
         # after the pre-call hook (the deployment hook), on retries and fallbacks, and, for
         # /v1/messages served through another provider's API, translated into that API's
         # shape: history-dependent rules run once per call, on the client's own request.
-        self.applied: TTLCache[str, Applied] = TTLCache(maxsize=16384, ttl=900)
+        self.applied: Expiring = Expiring(maxsize=16384, seconds=900)
         # The view's objects as the transform wrote them, until the next hook of the call reads
         # them (milliseconds later): they hold the request's messages, so they are kept briefly.
-        self.written: TTLCache[str, tuple[Any, ...]] = TTLCache(maxsize=256, ttl=30)
+        self.written: Expiring = Expiring(maxsize=256, seconds=30)
         self.clock = time.time  # the time rules see (Context.now); tests replace it
 
     # -- the transform -------------------------------------------------------------

@@ -30,7 +30,7 @@ from typing import Any
 from cachetools import LRUCache, TTLCache
 
 from . import classify, metrics, prefix
-from .context import Event, Target, cost_map_value
+from .context import Event, Expiring, Target, cost_map_value
 from .settings import Settings
 from .symlink import ensure_symlink
 
@@ -128,8 +128,8 @@ class Sinks:
     def __init__(self, settings: Settings, stats: Any) -> None:
         self.settings = settings
         self.stats = stats
-        self.reports: TTLCache[str, Report] = TTLCache(maxsize=4096, ttl=600)
-        self.pending: TTLCache[str, Pending] = TTLCache(maxsize=16384, ttl=3600)
+        self.reports: Expiring = Expiring(maxsize=4096, seconds=600)
+        self.pending: Expiring = Expiring(maxsize=16384, seconds=3600)
         self.sessions: TTLCache[str, CallRecord] = TTLCache(maxsize=settings.max_sessions,
                                                              ttl=settings.session_ttl_seconds)
         # The last request of recent sessions as measured (prefix.Seen: it holds the messages),
