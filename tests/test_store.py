@@ -520,3 +520,36 @@ async def test_calls_caught_together_in_one_short_stall_cost_only_themselves(red
     assert st.stats["store_slow"] == SLOW_IN_A_ROW + 2 and store._down_until < time.monotonic()
     faulty.fail.clear()
     assert (await store.load("stall-after")).source == "shared"
+
+
+async def test_store_workers_start_again_in_a_forked_child(redis_server):
+    """A server that forks its workers after the store was used: the child has none of the
+    parent's worker threads, and its calls to Redis still get answered (not the safety cap)."""
+    import os
+
+    st = _redis_stabilizer(redis_server.url, timeout_ms=500)
+    store: ResilientStore = st.store
+    assert (await store.load("fork-parent")).source == "shared"  # the parent's workers are running
+    pid = os.fork()
+    if pid == 0:  # the child: a fresh event loop, the same store object
+        code = 1
+        try:
+            loaded = asyncio.run(asyncio.wait_for(store.load("fork-child"), 5))
+            code = 0 if loaded.source == "shared" and not st.stats["store_fallbacks"] else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+async def test_a_caller_that_goes_away_leaves_the_store_working(redis_server):
+    st = _redis_stabilizer(redis_server.url)
+    store: ResilientStore = st.store
+    tasks = [asyncio.create_task(store.load(f"gone-{i}")) for i in range(20)]
+    await asyncio.sleep(0)
+    for task in tasks[::2]:
+        task.cancel()
+    done = await asyncio.gather(*tasks, return_exceptions=True)
+    assert all(isinstance(d, asyncio.CancelledError) for d in done[::2])
+    assert all(d.source == "shared" for d in done[1::2]) and not st.stats["store_fallbacks"]
+    assert (await store.load("after")).source == "shared"
