@@ -220,8 +220,10 @@ def main() -> None:
     try:
         if proxy is not None:
             proxy.warm_up(requests_for(sizes[0], 1)[0])
-        rows = [asyncio.run(measure(tokens, args.samples if tokens < 100_000 else max(50, args.samples // 3), proxy))
-                for tokens in sizes]
+        # The same number of samples at every size: one in ``samples // PROXY_SAMPLES`` follows a
+        # proxy request (the sampler's own HTTP traffic, 2 x 520 KB at 130k, leaves the caches
+        # colder than the json.dumps alone), the same share in every row.
+        rows = [asyncio.run(measure(tokens, args.samples, proxy)) for tokens in sizes]
     finally:
         if proxy is not None:
             proxy.close()
