@@ -48,9 +48,10 @@ def _whole_text(text: str, ctx: Context) -> str:
 
 
 @fast
-@given(sectioned_heads(), st.sampled_from(["absolute", "exists"]), st.booleans())
-def test_property_section_rules_give_the_whole_text_bytes(text, check, cold):
-    ctx = _ctx(check, exists=lambda path: "v23" not in path)
+@given(sectioned_heads(), st.sampled_from(["absolute", "exists"]), st.booleans(), st.booleans())
+def test_property_section_rules_give_the_whole_text_bytes(text, check, cold, none_exist):
+    # (none_exist: pathCheck exists on a gateway that has none of the roots on its disk)
+    ctx = _ctx(check, exists=(lambda path: False) if none_exist else (lambda path: "v23" not in path))
     if cold:
         KNOWN.clear()
     view = View("chat", (text,), None, ())

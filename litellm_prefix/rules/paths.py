@@ -122,9 +122,12 @@ def rewrite_head_text(segment: Any, ctx: Context, found: dict[str, int]) -> Any:
         return segment
     # The result depends on the text, the settings and, with pathCheck exists, on which roots
     # exist: remembered under all three, so a head seen before costs no copy at all.
-    stable = ctx.settings.resolved_stable_path
     check = ctx.settings.path_check == "exists"
-    key = ("rewritten", suffix, stable, check, tuple(ctx.path_exists(r) for r in roots) if check else ())
+    exists = tuple(ctx.path_exists(r) for r in roots) if check else ()
+    if check and not any(exists):  # no root qualifies (a gateway on another disk): nothing to rewrite
+        return segment
+    stable = ctx.settings.resolved_stable_path
+    key = ("rewritten", suffix, stable, check, exists)
     new_segment, counts = known.get(key, lambda seg: _rewrite_head_text(seg, sections, ctx), segment)
     for root, count in counts:
         found[root] = found.get(root, 0) + count
