@@ -370,7 +370,20 @@ def _ratios(entry: dict, base: dict, turns: list[tuple[float, float]], base_turn
         # The same ratios turn by turn (waves minutes apart see different machine load): their medians.
         "p50_ratio_turn_median": statistics.median(a[0] / b[0] for a, b in pairs),
         "cpu_ratio_turn_median": statistics.median(a[1] / b[1] for a, b in pairs if b[1] > 0),
+        **_cpu_ratio_interval([a[1] for a in turns], [b[1] for b in base_turns]),
     }
+
+
+def _cpu_ratio_interval(waves: list[float], base_waves: list[float]) -> dict:
+    """How far the run resolves the CPU ratio: its mean over the waves, plus or minus two standard
+    errors of the difference of the two means (wave to wave, one configuration's CPU for the same
+    work moves by about ±15% on a shared machine; ten waves resolve about ±5%)."""
+    if len(waves) < 2 or len(base_waves) < 2 or not statistics.fmean(base_waves):
+        return {}
+    base = statistics.fmean(base_waves)
+    error = 2 * (statistics.variance(waves) / len(waves) + statistics.variance(base_waves) / len(base_waves)) ** 0.5
+    return {"cpu_ratio_two_se": error / base,
+            "cpu_ratio_interval": [(statistics.fmean(waves) - error) / base, (statistics.fmean(waves) + error) / base]}
 
 
 def main() -> None:
@@ -396,13 +409,14 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|---|---|")
     for config, e in report["configs"].items():
         ratio = f"{e['p50_ratio']:.2f}x ({e['p50_ratio_turn_median']:.2f}x)" if "p50_ratio" in e else "-"
-        cpu_ratio = (f"{(e['cpu_ratio'] - 1) * 100:+.0f}% ({(e['cpu_ratio_turn_median'] - 1) * 100:+.0f}%)"
-                     if "cpu_ratio" in e else "-")
+        cpu_ratio = (f"{(e['cpu_ratio'] - 1) * 100:+.0f}% ±{e.get('cpu_ratio_two_se', float('nan')) * 100:.0f}% "
+                     f"({(e['cpu_ratio_turn_median'] - 1) * 100:+.0f}%)" if "cpu_ratio" in e else "-")
         calls = f"{e['redis_calls_per_request']:.2f}" if "redis_calls_per_request" in e else "-"
         stable = {True: "yes", False: "NO"}.get(e.get("heads_stable"), "-")
         print(f"| {config} | {e['p50_ms']:.0f} | {e['p90_ms']:.0f} | {ratio} | {e['cpu_ms_per_request']:.1f} | "
               f"{cpu_ratio} | {e['errors']} | {calls} | {e['most_heads_in_a_session']} | {stable} |")
-    print("(in brackets: the median over the turns of the same ratio, turn by turn)")
+    print("(±: two standard errors of the CPU difference, from the waves' spread; in brackets: the median "
+          "over the turns of the same ratio, turn by turn)")
     print("\nThe plugin's hooks inside the proxy (thread CPU, every hook of the call), per request:")
     for config, e in report["configs"].items():
         if "plugin_hooks_cpu_ms_per_request" in e:

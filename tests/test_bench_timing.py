@@ -88,3 +88,16 @@ def test_the_totals_are_read_from_the_mapped_file(proxy_gc, tmp_path):
     cpu.add(0.0005)
     cpu.add(0.001, request=True)
     assert struct.unpack("2d", path.read_bytes()[:16]) == (2.0, pytest.approx(0.0035))
+
+
+def test_the_load_run_says_how_far_it_resolves_the_cpu_ratio():
+    """bench/load.py reports the CPU ratio with two standard errors from the waves' spread: equal
+    configurations give an interval around 1, a known difference one that excludes 1."""
+    load = load_bench("load")
+    noisy = [0.5, 0.62, 0.44, 0.58, 0.5, 0.47, 0.55, 0.6, 0.41, 0.53]  # CPU seconds per wave, ±15%
+    same = load._cpu_ratio_interval(noisy[::-1], noisy)
+    assert same["cpu_ratio_interval"][0] < 1 < same["cpu_ratio_interval"][1]
+    assert 0.03 < same["cpu_ratio_two_se"] < 0.15
+    more = load._cpu_ratio_interval([w * 1.3 for w in noisy], noisy)
+    assert more["cpu_ratio_interval"][0] > 1
+    assert load._cpu_ratio_interval([0.5], noisy) == {}
