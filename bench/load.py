@@ -375,15 +375,18 @@ def _ratios(entry: dict, base: dict, turns: list[tuple[float, float]], base_turn
 
 
 def _cpu_ratio_interval(waves: list[float], base_waves: list[float]) -> dict:
-    """How far the run resolves the CPU ratio: its mean over the waves, plus or minus two standard
-    errors of the difference of the two means (wave to wave, one configuration's CPU for the same
-    work moves by about ±15% on a shared machine; ten waves resolve about ±5%)."""
-    if len(waves) < 2 or len(base_waves) < 2 or not statistics.fmean(base_waves):
+    """How far the run resolves the CPU ratio: the mean of the turn-by-turn differences (the two
+    waves of a turn carry the same turn of the same sessions, minutes apart at most), plus or
+    minus two standard errors of it, over the base's mean. Wave to wave, one configuration's CPU
+    for the same work moves by ±15-25% on a shared machine."""
+    pairs = list(zip(waves, base_waves))
+    if len(pairs) < 2 or not statistics.fmean(base_waves):
         return {}
-    base = statistics.fmean(base_waves)
-    error = 2 * (statistics.variance(waves) / len(waves) + statistics.variance(base_waves) / len(base_waves)) ** 0.5
+    base = statistics.fmean(b for _, b in pairs)
+    differences = [a - b for a, b in pairs]
+    mean, error = statistics.fmean(differences), 2 * statistics.stdev(differences) / len(differences) ** 0.5
     return {"cpu_ratio_two_se": error / base,
-            "cpu_ratio_interval": [(statistics.fmean(waves) - error) / base, (statistics.fmean(waves) + error) / base]}
+            "cpu_ratio_interval": [1 + (mean - error) / base, 1 + (mean + error) / base]}
 
 
 def main() -> None:
@@ -415,7 +418,7 @@ def main() -> None:
         stable = {True: "yes", False: "NO"}.get(e.get("heads_stable"), "-")
         print(f"| {config} | {e['p50_ms']:.0f} | {e['p90_ms']:.0f} | {ratio} | {e['cpu_ms_per_request']:.1f} | "
               f"{cpu_ratio} | {e['errors']} | {calls} | {e['most_heads_in_a_session']} | {stable} |")
-    print("(±: two standard errors of the CPU difference, from the waves' spread; in brackets: the median "
+    print("(±: two standard errors of the CPU difference, turn by turn; in brackets: the median "
           "over the turns of the same ratio, turn by turn)")
     print("\nThe plugin's hooks inside the proxy (thread CPU, every hook of the call), per request:")
     for config, e in report["configs"].items():
