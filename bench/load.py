@@ -237,14 +237,18 @@ async def run(args) -> dict:
                    "baseline-2": [proxies["baseline"], proxies["baseline-b"]],
                    "redis": [proxies["redis-a"]], "replicas": [proxies["redis-a"], proxies["redis-b"]],
                    "calibration": [proxies["calibration"]]}
-        sessions = {c: [Session(i, args.sessions, c) for i in range(args.sessions)] for c in CONFIGS}
+        # ``--rounds``: the same 10-turn workload again with fresh sessions, for more waves per
+        # configuration (one configuration's CPU moves ±15-25% from wave to wave).
+        sessions = {c: [Session(i, args.sessions, c if r == 0 else f"{c}.{r}") for r in range(args.rounds)
+                        for i in range(args.sessions)] for c in CONFIGS}
         latencies = {c: [] for c in CONFIGS}
         cpu = {c: 0.0 for c in CONFIGS}
         per_turn: dict[str, list[tuple[float, float]]] = {c: [] for c in CONFIGS}  # (wave p50 ms, CPU s)
         plugin_cpu = {c: [0.0, 0.0] for c in CONFIGS}  # requests, seconds: inside the plugin's hooks
         errors = {c: 0 for c in CONFIGS}
         evalsha = {c: 0 for c in CONFIGS}
-        upstream_bodies: dict[str, dict[int, list[dict]]] = {c: {i: [] for i in range(args.sessions)} for c in CONFIGS}
+        upstream_bodies: dict[str, dict[int, list[dict]]] = {c: {i: [] for i in range(len(sessions[c]))}
+                                                             for c in CONFIGS}
         # A new connection per request: uvicorn closes idle keep-alive connections after 5 s,
         # and a request sent on one just as it closes fails in the client, not the proxy.
         limits = httpx.Limits(max_connections=4 * args.sessions, max_keepalive_connections=0)
@@ -259,16 +263,17 @@ async def run(args) -> dict:
             # answer there is part of the warm-up, not of the run (counted apart).
             warm_up_fallbacks = {name: fallback_lines([proxies[name]]) for name in ("redis-a", "redis-b")}
             overflows_before = listen_overflows()
-            for turn in range(args.turns):
+            for round_, turn in ((r, t) for r in range(args.rounds) for t in range(args.turns)):
                 order = list(CONFIGS)
-                random.Random(turn).shuffle(order)  # every configuration runs early and late, after each other
+                random.Random(round_ * 1000 + turn).shuffle(order)  # every configuration runs early and late
                 for config in order:
-                    bodies = [s.advance(turn) for s in sessions[config]]
+                    group = sessions[config][round_ * args.sessions:(round_ + 1) * args.sessions]
+                    bodies = [s.advance(turn) for s in group]
                     groups = [p.proc.pid for p in targets[config]]
                     cpu_before = sum(group_cpu_seconds(g) for g in groups)
                     inside_before = [plugin_cpu_of(p) for p in targets[config]]
                     evalsha_before = redis_evalsha(redis_server) if config in REDIS_CONFIGS else 0
-                    took, failed = await wave(client, targets[config], bodies, sessions[config], turn)
+                    took, failed = await wave(client, targets[config], bodies, group, turn)
                     # The proxies' after-response work (LiteLLM's logging, the success callbacks) runs
                     # once the responses are out: it belongs to this wave's requests, so the CPU is read
                     # once it is done.
@@ -288,11 +293,12 @@ async def run(args) -> dict:
                         body = json.loads(record["body"])
                         index = next(i for i, s in enumerate(sessions[config]) if s.tag in record["body"])
                         upstream_bodies[config][index].append(body)
-                print(f"turn {turn + 1}/{args.turns} done", flush=True)
+                print(f"turn {turn + 1}/{args.turns} done" + (f" (round {round_ + 1}/{args.rounds})"
+                                                                if args.rounds > 1 else ""), flush=True)
         overflows_after = listen_overflows()
-        requests = args.sessions * args.turns
+        requests = args.sessions * args.turns * args.rounds
         reference = upstream_bodies["memory"]
-        report: dict = {"sessions": args.sessions, "turns": args.turns, "configs": {}}
+        report: dict = {"sessions": args.sessions, "turns": args.turns, "rounds": args.rounds, "configs": {}}
         for config in CONFIGS:
             stable, lost, monotone, most_heads = True, False, True, 0
             for i, bodies in upstream_bodies[config].items():
@@ -393,6 +399,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=32)
     parser.add_argument("--turns", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="run the sessions x turns workload this many times, with fresh sessions each time "
+                             "(more waves per configuration: a narrower interval on the CPU ratios)")
     parser.add_argument("--calibration-ms", type=float, default=2.0,
                         help="CPU the calibration proxy's hook spends per request (a known cost, measured like the plugin's)")
     parser.add_argument("--no-freeze", action="store_true",
@@ -405,7 +414,8 @@ def main() -> None:
                          "seconds": round(time.monotonic() - started)}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
-    print(f"\n{args.sessions} concurrent sessions x {args.turns} turns, one run "
+    print(f"\n{args.sessions} concurrent sessions x {args.turns} turns"
+          + (f", {args.rounds} rounds of fresh sessions" if args.rounds > 1 else "") + ", one run "
           f"({report['machine']['seconds']} s, {os.cpu_count()} CPUs):")
     print("| config | p50 ms | p90 ms | p50 vs without plugin | proxy CPU ms/request | CPU vs without | errors | "
           "Redis calls/request | heads per session | heads stable |")
