@@ -42,7 +42,11 @@ logs), Redis calls per request (Redis's own EVALSHA count), and whether every se
 upstream head was byte-identical on every turn and identical to the single-proxy head
 (``heads stable``), with nothing lost and every turn a prefix of the next.
 
-    make bench            # or: .venv/bin/python bench/load.py [--sessions 32 --turns 10]
+    make bench            # or: .venv/bin/python bench/load.py [--sessions 32 --turns 10 --rounds 1]
+
+``--rounds 4`` runs the workload four times with fresh sessions (40 waves per configuration,
+about 8 minutes): each CPU ratio is printed with two standard errors of its turn-by-turn
+difference, about ±15% after one round and ±6-8% after four.
 
 The numbers go to bench/results/load.json. Ratios are what to compare; absolute times
 depend on a shared, noisy machine.
