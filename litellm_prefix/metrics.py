@@ -121,19 +121,24 @@ def part_label(where: str) -> str:
 
 
 class Stats(Counter):
-    """The stabilizer's internal counters; every increase is mirrored to ``litellm_prefix_internal_events``."""
+    """The stabilizer's internal counters; every increase is mirrored to ``litellm_prefix_internal_events``
+    (through the metric's child per counter, kept)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._children: dict[str, Any] = {}
+        super().__init__(*args, **kwargs)
 
     def __setitem__(self, key: str, value: int) -> None:
         delta = value - self.get(key, 0)
         super().__setitem__(key, value)
         if delta > 0:
             try:
-                child = self.__dict__.get("_children", {}).get(key)
+                child = self._children.get(key)
                 if child is None:
                     metrics = get()
                     if metrics is None:
                         return
-                    child = self.__dict__.setdefault("_children", {})[key] = metrics.child(metrics.internal, key)
+                    child = self._children[key] = metrics.child(metrics.internal, key)
                 child.inc(delta)
             except Exception:  # metrics never break a call
                 pass

@@ -36,7 +36,6 @@ import os
 import queue
 import threading
 import time
-import weakref
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -258,41 +257,46 @@ class _Workers:
     ``SimpleQueue``); each call hands its outcome to the event loop with one
     ``call_soon_threadsafe``. (A ``ThreadPoolExecutor`` with ``asyncio.wrap_future`` and
     ``asyncio.wait`` spent about 0.25 ms of CPU per call on the hand-over alone: two kinds of
-    futures, a condition variable, a timeout handle and their callbacks.)"""
+    futures, a condition variable, a timeout handle and their callbacks.) One set per process,
+    shared by every store (``_WORKERS``): started at the first call, again in a forked child."""
 
     def __init__(self, count: int, name: str) -> None:
         self.count, self.name = count, name
+        self._forked()
+
+    def _forked(self) -> None:
         self.queue: queue.SimpleQueue = queue.SimpleQueue()
         self._started = False
         self._lock = threading.Lock()
-        # A forked child (a server that forks its workers) has none of the parent's threads.
-        ref = weakref.ref(self)
-        os.register_at_fork(after_in_child=lambda: (workers := ref()) is not None and workers._forked())
-
-    def _forked(self) -> None:
-        self.queue, self._started, self._lock = queue.SimpleQueue(), False, threading.Lock()
 
     def submit(self, call: "_Call") -> None:
         if not self._started:
             with self._lock:
                 if not self._started:
                     for i in range(self.count):
-                        threading.Thread(target=self._run, name=f"{self.name}_{i}", daemon=True).start()
+                        threading.Thread(target=_work, args=(self.queue,), name=f"{self.name}_{i}",
+                                         daemon=True).start()
                     self._started = True
         self.queue.put(call)
 
-    def _run(self) -> None:
-        while True:
-            call = self.queue.get()
-            try:
-                call.result = call.fn(*call.args)
-            except BaseException as exc:  # handed to the caller
-                call.error = exc
-            call.answered = True
-            try:
-                call.loop.call_soon_threadsafe(call.settle)
-            except RuntimeError:  # the caller's loop is closed: nobody waits for this answer
-                pass
+
+def _work(calls: queue.SimpleQueue) -> None:
+    while True:
+        call = calls.get()
+        try:
+            call.result = call.fn(*call.args)
+        except BaseException as exc:  # handed to the caller
+            call.error = exc
+        call.answered = True
+        try:
+            call.loop.call_soon_threadsafe(call.settle)
+        except RuntimeError:  # the caller's loop is closed: nobody waits for this answer
+            pass
+
+
+_WORKERS = _Workers(STORE_THREADS, "litellm-prefix-store")
+# A forked child (a server that forks its workers) has none of the parent's threads.
+os.register_at_fork(after_in_child=_WORKERS._forked)
 
 
 class _Call:
@@ -379,7 +383,6 @@ class ResilientStore:
         self._first_failure_at = 0.0
         self._outage: str | None = None  # the failure kind logged for the current outage
         self._state_lock = threading.Lock()
-        self._workers = _Workers(STORE_THREADS, "litellm-prefix-store")
         # A hung worker (a DNS lookup is not bounded by the socket timeout) cannot hold a request longer.
         self.safety_cap = max(1.0, 10 * timeout_seconds)
 
@@ -395,7 +398,7 @@ class ResilientStore:
             raise _Skipped()
         loop = asyncio.get_running_loop()
         call = _Call(self._on_wire, (method, args), loop)
-        self._workers.submit(call)
+        _WORKERS.submit(call)
         timer = loop.call_later(self.safety_cap, call.cap, self.safety_cap)
         try:
             result = await call.future
