@@ -20,17 +20,21 @@ the journal's texts it already holds, so a load transfers only the texts it lack
 - ``MemoryStore``: cachetools LRU + TTL for journals (``maxSessions``,
   ``sessionTtlSeconds``); texts in one shared LRU bounded in bytes (identical sections
   of many sessions are stored once).
-- ``RedisStore`` (blocking client, run on worker threads): one hash per session (``v``
-  version, ``j`` journal JSON, ``r`` the hashes of the texts it refers to), texts under
-  their own keys. Two Lua scripts, so a request costs at most two round trips: ``load``
-  (journal plus the referred texts the caller lacks) and ``save`` (compare-and-set plus
-  the new texts, refreshing the TTL of every text the journal refers to).
+- Redis: one hash per session (``v`` version, ``j`` journal JSON, ``r`` the hashes of the
+  texts it refers to), texts under their own keys. Two Lua scripts, so a request costs at
+  most two round trips: ``load`` (journal plus the referred texts the caller lacks) and
+  ``save`` (compare-and-set plus the new texts, refreshing the TTL of every text the
+  journal refers to). Two clients run the same scripts: ``WireRedisStore`` (``store:
+  redis://``, ``rediss://``, ``unix://``: ``redis_wire``, on the proxy's event loop) and
+  ``RedisStore`` (redis-py's blocking client on worker threads: ``store: proxy`` and URLs
+  ``redis_wire`` does not serve).
 - ``ResilientStore``: Redis with local state as the fallback; see its docstring for
   the time budget and what a cool-down covers.
 """
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import os
 import queue
@@ -252,6 +256,54 @@ class RedisStore:
         pipe.execute()
 
 
+class WireRedisStore:
+    """The same calls as ``RedisStore`` (the same scripts, keys and round trips), async, on the
+    caller's event loop (``redis_wire``): the budget is judged on the wire there."""
+
+    name = "redis"
+    on_loop = True
+
+    def __init__(self, url: str, ttl_seconds: int, timeout_seconds: float, prefix: str = "litellm-prefix:") -> None:
+        from . import redis_wire
+
+        self.wire = redis_wire.RedisWire(url, timeout_seconds, max(1.0, 10 * timeout_seconds))
+        self.ttl = int(ttl_seconds)
+        self.prefix = prefix
+        self._scripts = {script: hashlib.sha1(script.encode()).hexdigest() for script in (_LOAD, _SAVE)}
+
+    async def _script(self, script: str, key: str, args: list[Any]) -> Any:
+        try:
+            return await self.wire.call("EVALSHA", self._scripts[script], 1, key, *args)
+        except Exception as exc:
+            if not str(exc).startswith("NOSCRIPT"):
+                raise
+        return await self.wire.call("EVAL", script, 1, key, *args)  # loads it into Redis's script cache
+
+    async def load(self, key: str, held: Iterable[str] = ()) -> tuple[str | None, int, tuple[str, ...], dict[str, str]]:
+        got = await self._script(_LOAD, f"{self.prefix}j:{key}", [f"{self.prefix}t:", self.ttl, *held])
+        if not got:
+            return None, 0, (), {}
+        return got[1], int(got[0]), tuple(got[2].split()), dict(zip(got[3::2], got[4::2]))
+
+    async def save(self, key: str, version: int, journal: str, refs: Iterable[str], texts: dict[str, str]) -> bool:
+        args: list[Any] = [version, version + 1, journal, " ".join(refs), self.ttl, f"{self.prefix}t:"]
+        for digest, text in texts.items():
+            args += [digest, text]
+        return bool(await self._script(_SAVE, f"{self.prefix}j:{key}", args))
+
+    async def get_texts(self, hashes: Iterable[str]) -> dict[str, str]:
+        hashes = list(hashes)
+        if not hashes:
+            return {}
+        values = await self.wire.call("MGET", *(f"{self.prefix}t:{h}" for h in hashes))
+        return {h: v for h, v in zip(hashes, values) if v is not None}
+
+    async def put_texts(self, texts: dict[str, str]) -> None:
+        if texts:
+            await self.wire.pipeline(*(("SET", f"{self.prefix}t:{digest}", text, "EX", self.ttl)
+                                       for digest, text in texts.items()))
+
+
 class _Workers:
     """``STORE_THREADS`` daemon threads running blocking store calls from one queue (C's
     ``SimpleQueue``); each call hands its outcome to the event loop with one
@@ -348,11 +400,12 @@ def _failure_kind(exc: BaseException) -> str:
 class ResilientStore:
     """A shared store with a time budget per call and local state as the fallback.
 
-    - The budget (``storeTimeoutMs``) is the shared store's own latency: the blocking
-      client's socket timeout, on a worker thread, measured by the kernel from the
-      moment the command is on the wire. The event loop awaits the worker without a
-      timer of its own, so a busy loop never abandons a Redis that answered in time
-      (a safety cap far above the budget stays, for a worker that hangs).
+    - The budget (``storeTimeoutMs``) is the shared store's own latency, measured once the
+      command is on the wire: ``WireRedisStore`` abandons a call only after a whole budget
+      in which Redis sent nothing back (``redis_wire``); ``RedisStore`` uses the blocking
+      client's socket timeout on a worker thread, which the event loop awaits without a
+      timer of its own (a safety cap far above the budget stays, for a worker that hangs).
+      Either way a busy loop never abandons a Redis that answered in time.
     - What a failure covers depends on its kind. A refused or dropped connection: the
       whole store is skipped for ``DOWN_COOL_DOWN_SECONDS``. One call without an answer
       within the budget: that call only (that request runs on local state); the next
@@ -396,6 +449,10 @@ class ResilientStore:
     async def _shared_call(self, method: str, *args: Any) -> Any:
         if time.monotonic() < self._down_until:
             raise _Skipped()
+        if getattr(self.shared, "on_loop", False):  # its own budget, on the wire (redis_wire)
+            result = await getattr(self.shared, method)(*args)
+            self._answered()
+            return result
         loop = asyncio.get_running_loop()
         call = _Call(self._on_wire, (method, args), loop)
         _WORKERS.submit(call)
@@ -551,12 +608,16 @@ class LazyProxyStore:
 
 def build_store(settings: Any, stats: Counter[str]) -> tuple[Any, MemoryStore]:
     """(the store to use, the local memory store) for these settings."""
+    from . import redis_wire
+
     local = MemoryStore(settings.max_sessions, settings.session_ttl_seconds)
     if settings.store == "memory":
         return local, local
     timeout = settings.store_timeout_ms / 1000
     if settings.store == "proxy":
         shared: Any = LazyProxyStore(settings.session_ttl_seconds, timeout)
+    elif redis_wire.supported(settings.store):
+        shared = WireRedisStore(settings.store, settings.session_ttl_seconds, timeout)
     else:
         shared = RedisStore.from_url(settings.store, settings.session_ttl_seconds, timeout)
     return ResilientStore(shared, local, timeout, stats), local

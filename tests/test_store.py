@@ -30,14 +30,28 @@ from litellm_prefix.store import (
     MemoryStore,
     RedisStore,
     ResilientStore,
+    WireRedisStore,
 )
 
 pytestmark = pytest.mark.anyio
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _redis_stabilizer(url: str, timeout_ms: int = 2000, **kwargs) -> Stabilizer:
-    return Stabilizer(Settings(path_check="absolute", store=url, store_timeout_ms=timeout_ms, **kwargs))
+def _redis_stabilizer(url: str, timeout_ms: int = 2000, io: str = "wire", **kwargs) -> Stabilizer:
+    """A stabilizer on Redis: ``io="wire"`` the default client (redis_wire, on the event loop),
+    ``io="threads"`` the blocking client on worker threads (a cluster or sentinel, ``store: proxy``)."""
+    st = Stabilizer(Settings(path_check="absolute", store=url, store_timeout_ms=timeout_ms, **kwargs))
+    assert isinstance(st.store.shared, WireRedisStore)
+    if io == "threads":
+        st.store.shared = RedisStore.from_url(url, st.settings.session_ttl_seconds, timeout_ms / 1000)
+    return st
+
+
+# The behaviours that depend on how the calls reach Redis run on both clients.
+both_clients = pytest.mark.parametrize("io", ["wire", "threads"])
+# ...and on both event loops: the proxy runs uvloop, the tests' default is asyncio's own loop.
+both_loops = pytest.mark.parametrize("anyio_backend", [("asyncio", {"use_uvloop": False}),
+                                                       ("asyncio", {"use_uvloop": True})], ids=["asyncio", "uvloop"])
 
 
 def _evalsha_calls(server) -> int:
@@ -98,6 +112,52 @@ def test_redis_store_load_brings_only_the_texts_the_caller_lacks(redis_server):
     assert int(redis_server.command("TTL", f"litellm-prefix:j:{key}").split(b"\r\n")[0][1:]) > 5
     assert int(redis_server.command("TTL", "litellm-prefix:t:h1").split(b"\r\n")[0][1:]) > 5
     store.client.close()
+
+
+async def test_the_wire_store_runs_the_same_scripts_as_the_blocking_one(redis_server):
+    """The same calls through redis_wire: the same replies, keys and TTLs as the blocking client;
+    the first call of a fresh Redis loads its script (NOSCRIPT, then EVAL), later ones use EVALSHA."""
+    redis_server.command("SCRIPT", "FLUSH")
+    wire = WireRedisStore(redis_server.url, 60, 1.0)
+    blocking = RedisStore.from_url(redis_server.url, 60, 1.0)
+    key = f"wire-{time.monotonic_ns()}"
+    assert await wire.load(key) == (None, 0, (), {})
+    assert await wire.save(key, 0, '{"v":1}', ["h1", "h2"], {"h1": "section one", "h2": "séction two"})
+    assert not await wire.save(key, 0, '{"v":1,"n":9}', [], {})  # stale version: nothing written
+    assert await wire.load(key) == blocking.load(key) == ('{"v":1}', 1, ("h1", "h2"),
+                                                           {"h1": "section one", "h2": "séction two"})
+    assert await wire.load(key, ["h1"]) == ('{"v":1}', 1, ("h1", "h2"), {"h2": "séction two"})
+    assert int(redis_server.command("TTL", f"litellm-prefix:j:{key}").split(b"\r\n")[0][1:]) > 0
+    await wire.put_texts({"abc": "loose text", "big": "x" * 300_000})
+    assert await wire.get_texts(["abc", "nope", "big"]) == {"abc": "loose text", "big": "x" * 300_000}
+    assert blocking.get_texts(["abc"]) == {"abc": "loose text"}
+    sends = wire.wire.sends
+    assert await wire.load(key) and wire.wire.sends == sends + 1  # scripts loaded: one round trip
+    blocking.client.close()
+    await wire.wire.close()
+
+
+async def test_the_wire_client_speaks_to_a_redis_with_a_password_and_a_database(tmp_path):
+    from procs import RedisServer
+
+    server = RedisServer(tmp_path)
+    try:
+        server.command("CONFIG", "SET", "requirepass", "s3cr:et")
+        url = f"redis://:s3cr%3Aet@127.0.0.1:{server.port}/3"
+        store = WireRedisStore(url, 60, 1.0)
+        assert await store.save("pw", 0, "journal", [], {"t": "text"})
+        direct = redis.Redis.from_url(url, decode_responses=True)
+        assert direct.hget("litellm-prefix:j:pw", "j") == "journal"  # database 3, as the URL says
+        assert redis.Redis.from_url(url.replace("/3", "/0"), decode_responses=True).hget(
+            "litellm-prefix:j:pw", "j") is None
+        direct.close()
+        wrong = ResilientStore(WireRedisStore(url.replace("s3cr%3Aet", "nope"), 60, 1.0), MemoryStore(10, 60),
+                               1.0, Counter())
+        assert (await wrong.load("pw")).source == "local"  # refused by Redis: local state, logged
+        assert wrong.stats["store_error"] == 1
+        await store.wire.close()
+    finally:
+        server.stop()
 
 
 async def test_a_session_that_is_only_read_stays_alive_in_memory():
@@ -184,19 +244,23 @@ class _CountingConnection(redis.Connection):
         return super().send_packed_command(command, check_health)
 
 
-def _count_round_trips(st: Stabilizer) -> type:
+def _count_round_trips(st: Stabilizer):
+    """A function that tells how many commands the stabilizer has written to Redis so far."""
+    shared = st.store.shared
+    if isinstance(shared, WireRedisStore):
+        return lambda: shared.wire.sends
     counter = type("Counting", (_CountingConnection,), {"sends": 0})
-    pool = st.store.shared.client.connection_pool
-    pool.connection_class = counter  # before the first connection is made
-    return counter
+    shared.client.connection_pool.connection_class = counter  # before the first connection is made
+    return lambda: counter.sends
 
 
-async def test_two_round_trips_per_request_and_replicas_agree(redis_server):
+@both_clients
+async def test_two_round_trips_per_request_and_replicas_agree(redis_server, io):
     """Two replicas take turns on one pi session (memory change, notification-run flip with a
     pinned head whose texts the other replica never saw): each request costs the shared store
     at most two round trips, one load and one save (none when the journal did not change), and
     both replicas send the bytes one process alone would send."""
-    a, b = _redis_stabilizer(redis_server.url), _redis_stabilizer(redis_server.url)
+    a, b = _redis_stabilizer(redis_server.url, io=io), _redis_stabilizer(redis_server.url, io=io)
     counters = [_count_round_trips(a), _count_round_trips(b)]
     for st in (a, b):  # connect (handshake), load both scripts into Redis once (NOSCRIPT, SCRIPT LOAD)
         warm = PiClient(session=f"warm-{time.monotonic_ns()}")
@@ -210,9 +274,9 @@ async def test_two_round_trips_per_request_and_replicas_agree(redis_server):
         request["metadata"]["session_id"] = session
         expected = (await alone.stabilize(copy.deepcopy(request)))["messages"]
         index = turn % 2
-        before = counters[index].sends
+        before = counters[index]()
         out = await (a, b)[index].stabilize(request)
-        trips.append(counters[index].sends - before)
+        trips.append(counters[index]() - before)
         assert trips[-1] in (1, 2), f"turn {turn}: {trips[-1]} round trips"
         assert out["messages"] == expected, f"turn {turn}"
     assert 1 in trips  # a turn that changed nothing in the journal read it only
@@ -223,10 +287,12 @@ async def test_two_round_trips_per_request_and_replicas_agree(redis_server):
 # -- time budget: healthy, slow, blocked, down ----------------------------------------------
 
 
-async def test_a_busy_event_loop_never_abandons_a_healthy_redis(redis_server):
+@both_loops
+@both_clients
+async def test_a_busy_event_loop_never_abandons_a_healthy_redis(redis_server, io):
     """The event loop stalls for 60 ms at a time (far above the 20 ms budget) while sixteen
     sessions run: Redis answers in well under a millisecond, so nothing falls back."""
-    st = _redis_stabilizer(redis_server.url, timeout_ms=20)
+    st = _redis_stabilizer(redis_server.url, timeout_ms=20, io=io)
     stop = False
 
     async def hog():
@@ -253,25 +319,27 @@ async def test_a_busy_event_loop_never_abandons_a_healthy_redis(redis_server):
 
 
 class _Faulty:
-    """A RedisStore whose calls fail on demand: ``fail[method] = "down" | "slow"`` (``"*"``: all)."""
+    """A WireRedisStore whose calls fail on demand: ``fail[method] = "down" | "slow"`` (``"*"``: all)."""
 
-    def __init__(self, inner: RedisStore, budget: float) -> None:
+    def __init__(self, inner: WireRedisStore, budget: float) -> None:
         self.inner, self.budget = inner, budget
         self.fail: dict[str, str] = {}
         self.calls: Counter[str] = Counter()
 
     def __getattr__(self, name):
         target = getattr(self.inner, name)
+        if not callable(target):
+            return target
 
-        def call(*args):
+        async def call(*args):
             self.calls[name] += 1
             mode = self.fail.get(name) or self.fail.get("*")
             if mode == "down":
-                raise redis.exceptions.ConnectionError("injected: connection refused")
+                raise ConnectionError("injected: connection refused")
             if mode == "slow":
-                time.sleep(self.budget)
-                raise redis.exceptions.TimeoutError("injected: no answer within the budget")
-            return target(*args)
+                await asyncio.sleep(self.budget)
+                raise TimeoutError("injected: no answer within the budget")
+            return await target(*args)
 
         return call
 
@@ -320,11 +388,12 @@ async def test_slow_answers_in_a_row_skip_redis_briefly_and_refused_connections_
     assert st.stats["store_down"] == 1 and st.stats["store_slow"] == SLOW_IN_A_ROW
 
 
-async def test_redis_answering_slowly_under_concurrency(redis_server):
+@both_clients
+async def test_redis_answering_slowly_under_concurrency(redis_server, io):
     """DEBUG SLEEP blocks Redis for 1.5 s: sixteen concurrent requests each finish within about
     two budgets, none fails, nothing is lost; after it the store is used again."""
     budget = 0.1
-    st = _redis_stabilizer(redis_server.url, timeout_ms=int(budget * 1000))
+    st = _redis_stabilizer(redis_server.url, timeout_ms=int(budget * 1000), io=io)
     clients = [PiClient(session=f"slow-{i}-{time.monotonic_ns()}", tokens=2000) for i in range(16)]
     for client in clients:
         client.user("hi")
@@ -355,12 +424,13 @@ async def test_redis_answering_slowly_under_concurrency(redis_server):
     assert st.stats["store_fallbacks"] == fallbacks
 
 
-async def test_redis_stopped_mid_run_and_restarted(tmp_path, caplog):
+@both_clients
+async def test_redis_stopped_mid_run_and_restarted(tmp_path, caplog, io):
     from procs import RedisServer
 
     server = RedisServer(tmp_path)
     try:
-        st = _redis_stabilizer(server.url, timeout_ms=200)
+        st = _redis_stabilizer(server.url, timeout_ms=200, io=io)
         requests = list(_session_requests())
         outs = [(await st.stabilize(copy.deepcopy(r)))["messages"] for r in requests[:3]]
         server.stop()
@@ -394,15 +464,15 @@ async def test_a_load_from_local_state_is_never_saved_to_redis(redis_server):
     faulty.fail["load"] = "down"
     local = await store.load(key)
     assert local.source == "local" and local.journal == '{"shared":1}'  # the mirror of the last shared state
-    while faulty.inner.load(key)[1] < local.version:  # another replica moves Redis on to the same number
-        version = faulty.inner.load(key)[1]
-        assert faulty.inner.save(key, version, '{"shared":%d}' % (version + 1), [], {})
-    newer = faulty.inner.load(key)[:2]
+    while (await faulty.inner.load(key))[1] < local.version:  # another replica moves Redis on to the same number
+        version = (await faulty.inner.load(key))[1]
+        assert await faulty.inner.save(key, version, '{"shared":%d}' % (version + 1), [], {})
+    newer = (await faulty.inner.load(key))[:2]
     assert newer[1] == local.version
     faulty.fail.clear()
     store._down_until = 0
     assert await store.save(key, local, '{"local":1}') is True  # recorded, but locally
-    assert faulty.inner.load(key)[:2] == newer  # Redis untouched
+    assert (await faulty.inner.load(key))[:2] == newer  # Redis untouched
     again = await store.load(key)  # Redis is back: its journal wins, the local one is dropped
     assert (again.source, again.journal) == ("shared", newer[0])
 
@@ -415,7 +485,7 @@ async def test_a_load_from_redis_whose_save_fails_is_not_saved_locally(redis_ser
     assert loaded.source == "shared"
     faulty.fail["save"] = "slow"
     assert await store.save(key, loaded, '{"lost":1}') is None
-    assert (await store.local.load(key)).journal is None and faulty.inner.load(key)[0] is None
+    assert (await store.local.load(key)).journal is None and (await faulty.inner.load(key))[0] is None
 
 
 async def test_a_replica_back_from_local_state_keeps_newer_shared_decisions(redis_server):
@@ -487,7 +557,11 @@ async def test_errors_in_a_row_cool_down_instead_of_logging_every_call(redis_ser
     st, faulty = _faulty_stabilizer(redis_server.url)
     store: ResilientStore = st.store
     original = faulty.inner.load
-    faulty.inner.load = lambda *a: (_ for _ in ()).throw(redis.exceptions.ResponseError("CROSSSLOT"))
+
+    async def refused(*args):
+        raise redis.exceptions.ResponseError("CROSSSLOT")
+
+    faulty.inner.load = refused
     try:
         for _ in range(SLOW_IN_A_ROW + 5):
             assert (await store.load("any")).source == "local"
@@ -500,7 +574,7 @@ async def test_errors_in_a_row_cool_down_instead_of_logging_every_call(redis_ser
 async def test_the_safety_cap_does_not_mistake_a_late_loop_for_a_slow_store(redis_server):
     """The loop's own cap (for a hung worker) fires late on a blocked loop; the worker had
     answered by then, so the answer is used."""
-    st = _redis_stabilizer(redis_server.url, timeout_ms=50)
+    st = _redis_stabilizer(redis_server.url, timeout_ms=50, io="threads")
     store: ResilientStore = st.store
     store.safety_cap = 0.05
     task = asyncio.create_task(store.load(f"late-loop-{time.monotonic_ns()}"))
@@ -508,6 +582,34 @@ async def test_the_safety_cap_does_not_mistake_a_late_loop_for_a_slow_store(redi
     time.sleep(0.3)  # the loop is busy far past the cap; Redis answers meanwhile
     loaded = await task
     assert loaded.source == "shared" and st.stats["store_fallbacks"] == 0
+
+
+@both_loops
+async def test_a_late_loop_finds_the_answer_on_the_wire(redis_server):
+    """The wire client's budget timer comes due long after the budget on a blocked loop: Redis
+    answered meanwhile, so the answer is used. Redis blocked
+    instead (DEBUG SLEEP): nothing comes back for a whole budget, and that call alone falls back."""
+    st = _redis_stabilizer(redis_server.url, timeout_ms=50)
+    store: ResilientStore = st.store
+    assert (await store.load("warm")).source == "shared"  # connected, scripts loaded
+    for _ in range(3):
+        task = asyncio.create_task(store.load(f"late-wire-{time.monotonic_ns()}"))
+        await asyncio.sleep(0)  # the command is written
+        time.sleep(0.2)  # the loop is busy for four budgets; Redis answers in well under one
+        assert (await task).source == "shared"
+    assert st.stats["store_fallbacks"] == 0
+    sleeper = threading.Thread(target=redis_server.command, args=("DEBUG", "SLEEP", "0.4"))
+    sleeper.start()
+    try:
+        await asyncio.sleep(0.05)
+        started = time.monotonic()
+        assert (await store.load("blocked")).source == "local"
+        assert time.monotonic() - started < 0.2  # one budget of silence, not the whole stall
+    finally:
+        sleeper.join(timeout=10)
+    assert st.stats["store_slow"] == 1 and store._down_until < time.monotonic()
+    await asyncio.sleep(0.1)  # the late answer arrives and is dropped in its turn
+    assert (await store.load("after-the-stall")).source == "shared"
 
 
 async def test_calls_caught_together_in_one_short_stall_cost_only_themselves(redis_server):
@@ -522,12 +624,14 @@ async def test_calls_caught_together_in_one_short_stall_cost_only_themselves(red
     assert (await store.load("stall-after")).source == "shared"
 
 
-async def test_store_workers_start_again_in_a_forked_child(redis_server):
+@both_clients
+async def test_store_workers_start_again_in_a_forked_child(redis_server, io):
     """A server that forks its workers after the store was used: the child has none of the
-    parent's worker threads, and its calls to Redis still get answered (not the safety cap)."""
+    parent's worker threads (nor its event loop: the wire client connects again), and its calls
+    to Redis still get answered (not the safety cap)."""
     import os
 
-    st = _redis_stabilizer(redis_server.url, timeout_ms=500)
+    st = _redis_stabilizer(redis_server.url, timeout_ms=500, io=io)
     store: ResilientStore = st.store
     assert (await store.load("fork-parent")).source == "shared"  # the parent's workers are running
     pid = os.fork()
@@ -542,8 +646,9 @@ async def test_store_workers_start_again_in_a_forked_child(redis_server):
     assert os.waitstatus_to_exitcode(status) == 0
 
 
-async def test_a_caller_that_goes_away_leaves_the_store_working(redis_server):
-    st = _redis_stabilizer(redis_server.url)
+@both_clients
+async def test_a_caller_that_goes_away_leaves_the_store_working(redis_server, io):
+    st = _redis_stabilizer(redis_server.url, io=io)
     store: ResilientStore = st.store
     tasks = [asyncio.create_task(store.load(f"gone-{i}")) for i in range(20)]
     await asyncio.sleep(0)
