@@ -1,0 +1,97 @@
+"""CPU of one shared-store call while the event loop is busy: the wire client against the blocking one.
+
+A proxy under load runs its event loop flat out; each request makes one or two calls to the
+shared store. This measures, on uvloop (the proxy's loop), 400 concurrent "requests" that
+each burn 10 ms of CPU around one ``load`` of a session journal from a local redis-server
+(from the virtualenv): the process CPU per request with no store call, with the call through
+redis_wire (``store: redis://``), and with the call through redis-py's blocking client on
+the store's worker threads (``store: proxy``, and URLs redis_wire does not serve).
+Reported: the extra process CPU per call, and how much of it ran on the loop's thread, for
+each of three rounds (the machine is shared: compare within a round), and each client's
+store fallbacks (calls the store judged slow: with a healthy local Redis there should be none).
+
+    .venv/bin/python bench/store_calls.py
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+from procs import RedisServer  # noqa: E402
+
+from litellm_prefix.store import MemoryStore, RedisStore, ResilientStore, WireRedisStore  # noqa: E402
+
+REQUESTS = 400
+BURN_MS = 5.0  # twice per request: LiteLLM's own work before and after the store call
+
+
+def burn(ms: float) -> None:
+    until, spin = time.thread_time() + ms / 1000, 0
+    while time.thread_time() < until:
+        for i in range(100):
+            spin += i
+
+
+async def measure(stores: dict[str, ResilientStore | None]) -> list[dict]:
+    async def request(i: int, store: ResilientStore | None) -> None:
+        burn(BURN_MS)
+        if store is not None:
+            await store.load(f"session-{i % 64}")
+        await asyncio.sleep(0)
+        burn(BURN_MS)
+
+    for store in stores.values():  # connect, load the scripts, 64 sessions with a small journal
+        if store is not None:
+            for k in range(64):
+                loaded = await store.load(f"session-{k}")
+                if loaded.journal is None:
+                    await store.save(f"session-{k}", loaded, json.dumps({"turns": k}))
+    rounds = []
+    for _ in range(3):
+        row = {}
+        for name, store in stores.items():
+            process, thread = time.process_time(), time.thread_time()
+            await asyncio.gather(*(request(i, store) for i in range(REQUESTS)))
+            row[name] = (1000 * (time.process_time() - process) / REQUESTS,
+                         1000 * (time.thread_time() - thread) / REQUESTS)
+        base = row.pop("none")
+        rounds.append({name: {"extra_cpu_ms_per_call": round(cpu - base[0], 3),
+                              "on_loop_thread_ms": round(loop - base[1], 3)} for name, (cpu, loop) in row.items()})
+        print(json.dumps(rounds[-1]), flush=True)
+    return rounds
+
+
+def main() -> None:
+    import uvloop
+
+    server = RedisServer(Path(tempfile.mkdtemp(prefix="litellm-prefix-store-calls-")))
+    try:
+        stats: dict[str, Counter[str]] = {"wire": Counter(), "threads": Counter()}
+        wire = ResilientStore(WireRedisStore(server.url, 600, 0.05), MemoryStore(100, 600), 0.05, stats["wire"])
+        threads = ResilientStore(RedisStore.from_url(server.url, 600, 0.05), MemoryStore(100, 600), 0.05,
+                                 stats["threads"])
+        logging.getLogger("litellm_prefix").setLevel(logging.ERROR)  # counted below instead
+        rounds = uvloop.run(measure({"none": None, "wire": wire, "threads": threads}))
+        fallbacks = {name: counts["store_fallbacks"] for name, counts in stats.items()}
+        print(f"store fallbacks in {3 * REQUESTS} calls each: {fallbacks}")
+        out = ROOT / "bench" / "results" / "store_calls.json"
+        out.write_text(json.dumps({"requests": REQUESTS, "burn_ms": 2 * BURN_MS, "rounds": rounds,
+                                   "store_fallbacks": fallbacks}, indent=2) + "\n")
+        print(f"written to {out.relative_to(ROOT)}")
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()
