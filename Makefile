@@ -35,6 +35,7 @@ bench: $(BIN)/.installed
 	$(BIN)/python bench/measure_overhead.py
 	$(BIN)/python bench/report_speed.py
 	$(BIN)/python bench/load.py
+	$(BIN)/python bench/store_calls.py
 	$(BIN)/python bench/hooks_cpu.py
 	$(BIN)/python bench/replicas.py --small
 
