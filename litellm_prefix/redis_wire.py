@@ -59,10 +59,11 @@ def supported(url: str) -> bool:
 
 
 def encode(args: tuple) -> bytes:
-    """One RESP command (an array of bulk strings)."""
+    """One RESP command (an array of bulk strings). Text is UTF-8, a lone surrogate (valid in
+    JSON, so in a prompt) included: the replies decode it back the same way."""
     parts = [b"*%d\r\n" % len(args)]
     for arg in args:
-        data = arg if isinstance(arg, bytes) else str(arg).encode()
+        data = arg if isinstance(arg, bytes) else str(arg).encode("utf-8", "surrogatepass")
         parts += (b"$%d\r\n" % len(data), data, b"\r\n")
     return b"".join(parts)
 
@@ -81,7 +82,7 @@ class _Protocol(asyncio.Protocol):
     """One connection: the callers' futures in the order their commands were written."""
 
     def __init__(self) -> None:
-        self.reader = hiredis.Reader(encoding="utf-8")
+        self.reader = hiredis.Reader(encoding="utf-8", errors="surrogatepass")
         self.waiting: deque[asyncio.Future] = deque()
         self.transport: Any = None
         self.received = 0  # reply bytes read so far: progress on the wire
@@ -145,9 +146,10 @@ class RedisWire:
         self.budget = budget
         self.cap = cap  # the loop's own limit on a name lookup and a TLS handshake
         self.sends = 0  # commands written (round trips when each waits for its answer)
-        self._protocol: _Protocol | None = None
-        self._connecting: asyncio.Future | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        # Per event loop (a forked child, a test, a thread with its own loop): its connection,
+        # and the task opening it; a closed loop's are dropped when another loop connects.
+        self._connections: dict[asyncio.AbstractEventLoop, _Protocol] = {}
+        self._connecting: dict[asyncio.AbstractEventLoop, asyncio.Task] = {}
 
     # -- calls --------------------------------------------------------------------------
 
@@ -162,9 +164,10 @@ class RedisWire:
 
     async def _send(self, protocol: _Protocol, commands: tuple, all_replies: bool = False) -> Any:
         loop = asyncio.get_running_loop()
+        payload = b"".join(encode(args) for args in commands)  # before any future joins the queue
         futures = [loop.create_future() for _ in commands]
         protocol.waiting.extend(futures)
-        protocol.transport.write(b"".join(encode(args) for args in commands))
+        protocol.transport.write(payload)
         self.sends += 1
         last = futures[-1]
         try:
@@ -200,16 +203,19 @@ class RedisWire:
 
     async def _connection(self) -> _Protocol:
         loop = asyncio.get_running_loop()
-        protocol = self._protocol
-        if protocol is not None and self._loop is loop and protocol.lost is None and not protocol.transport.is_closing():
+        protocol = self._connections.get(loop)
+        if protocol is not None and protocol.lost is None and not protocol.transport.is_closing():
             return protocol
-        if self._connecting is None or self._loop is not loop or self._connecting.done():
-            self._loop = loop
-            self._protocol = None
-            self._connecting = loop.create_task(self._connect())
+        connecting = self._connecting.get(loop)
+        if connecting is None or connecting.done():
+            self._connections.pop(loop, None)
+            for other in [other for other in self._connecting if other.is_closed()]:
+                self._connections.pop(other, None)
+                self._connecting.pop(other, None)
+            connecting = self._connecting[loop] = loop.create_task(self._connect())
             # Retrieved here too: every caller may have gone away before the connect failed.
-            self._connecting.add_done_callback(lambda task: task.cancelled() or task.exception())
-        return await asyncio.shield(self._connecting)
+            connecting.add_done_callback(lambda task: task.cancelled() or task.exception())
+        return await asyncio.shield(connecting)
 
     async def _connect(self) -> _Protocol:
         loop = asyncio.get_running_loop()
@@ -248,7 +254,7 @@ class RedisWire:
             except BaseException:
                 protocol.transport.close()
                 raise
-        self._protocol = protocol
+        self._connections[loop] = protocol
         return protocol
 
     async def _connect_on_wire(self, connected: asyncio.Future, writable: Any) -> None:
@@ -278,7 +284,8 @@ class RedisWire:
         connected.result()
 
     async def close(self) -> None:
-        protocol, self._protocol = self._protocol, None
+        """Close this loop's connection."""
+        protocol = self._connections.pop(asyncio.get_running_loop(), None)
         if protocol is not None and protocol.transport is not None:
             protocol.transport.close()
             await protocol.closed

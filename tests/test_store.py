@@ -137,6 +137,27 @@ async def test_the_wire_store_runs_the_same_scripts_as_the_blocking_one(redis_se
     await wire.wire.close()
 
 
+async def test_the_wire_client_keeps_every_answer_with_its_own_call(redis_server):
+    """One connection carries every call at once and Redis answers in order: 300 concurrent
+    calls, a third of them cancelled in flight, each of the others gets its own text; a text
+    with a lone surrogate (valid JSON, so possible in a prompt) comes back as it went."""
+    wire = WireRedisStore(redis_server.url, 60, 1.0)
+    texts = {f"own-{i}": f"text {i} " + "é" * (i % 7) * 1000 for i in range(300)}
+    texts["own-surrogate"] = "before \ud83d after"
+    await wire.put_texts(texts)
+    tasks = [asyncio.create_task(wire.get_texts([h])) for h in texts]
+    await asyncio.sleep(0)  # every command is written
+    for task in tasks[::3]:
+        task.cancel()
+    done = await asyncio.gather(*tasks, return_exceptions=True)
+    for i, (digest, result) in enumerate(zip(texts, done)):
+        if i % 3:
+            assert result == {digest: texts[digest]}
+    assert await wire.get_texts(["own-surrogate", "own-7"]) == {"own-surrogate": "before \ud83d after",
+                                                                "own-7": texts["own-7"]}
+    await wire.wire.close()
+
+
 async def test_the_wire_client_speaks_to_a_redis_with_a_password_and_a_database(tmp_path):
     from procs import RedisServer
 
