@@ -154,13 +154,25 @@ class RedisWire:
     # -- calls --------------------------------------------------------------------------
 
     async def call(self, *args: Any) -> Any:
-        protocol = await self._connection()
-        return await self._send(protocol, (args,))
+        return await self._call((args,), False)
 
     async def pipeline(self, *commands: tuple) -> list[Any]:
         """Several commands written together, one round trip."""
+        return await self._call(commands, True)
+
+    async def _call(self, commands: tuple, all_replies: bool) -> Any:
         protocol = await self._connection()
-        return await self._send(protocol, commands, all_replies=True)
+        try:
+            return await self._send(protocol, commands, all_replies)
+        except ConnectionError as exc:
+            if exc is not protocol.lost:
+                raise
+        # The connection died under the call: once more, at once, on a new one. A restarted Redis
+        # leaves the old connection dead, and this process may write on it before it has read the
+        # close. Safe for every call the store makes: reads, text writes, and a compare-and-set
+        # that Redis may have run already fails its second run (the request then reloads).
+        protocol = await self._connection()
+        return await self._send(protocol, commands, all_replies)
 
     async def _send(self, protocol: _Protocol, commands: tuple, all_replies: bool = False) -> Any:
         loop = asyncio.get_running_loop()

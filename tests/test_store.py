@@ -472,6 +472,27 @@ async def test_redis_stopped_mid_run_and_restarted(tmp_path, caplog, io):
         server.stop()
 
 
+async def test_a_redis_restarted_between_two_calls_costs_no_fallback(tmp_path):
+    """Redis restarts between two requests, before the event loop has read the old connection's
+    close: the next call is written on the dead connection, and goes again at once on a new one."""
+    from procs import RedisServer
+
+    server = RedisServer(tmp_path)
+    try:
+        st = _redis_stabilizer(server.url, timeout_ms=200)
+        store: ResilientStore = st.store
+        assert await store.save("restart", await store.load("restart"), '{"v":1}')
+        server.stop()
+        server.start()  # no turn of the loop in between: the old connection looks alive
+        sends = store.shared.wire.sends
+        loaded = await store.load("restart")
+        assert loaded.source == "shared" and loaded.journal is None  # a fresh Redis (no persistence)
+        # The dead write, then on the new connection EVALSHA (NOSCRIPT: a fresh Redis) and EVAL.
+        assert store.shared.wire.sends == sends + 3 and st.stats["store_fallbacks"] == 0
+    finally:
+        server.stop()
+
+
 # -- one request, one store; coming back from local state -------------------------------------
 
 
