@@ -181,35 +181,49 @@ class RedisWire:
         protocol.waiting.extend(futures)
         protocol.transport.write(payload)
         self.sends += 1
-        last = futures[-1]
-        try:
-            await self._on_wire(protocol, last, last.done, "no answer")
+        seen = [protocol.received]
+
+        def answering() -> bool:  # the command still on its way out, or Redis sending since the last look
+            moving = protocol.unsent() or protocol.received != seen[0] or protocol.pending_on_wire()
+            seen[0] = protocol.received
+            return moving
+
+        try:  # the replies come in order: the last one answers them all
+            await self._within_budget(futures[-1], answering, lambda: TimeoutError(
+                f"no answer from Redis within {self.budget * 1000:.0f} ms on the wire"))
         finally:
             for future in futures:  # abandoned: their replies are dropped when they come
                 if not future.done():
                     future.cancel()
         return [f.result() for f in futures] if all_replies else futures[0].result()
 
-    async def _on_wire(self, protocol: _Protocol, waited: asyncio.Future, done: Any, what: str) -> None:
-        """Wait for ``waited``; fail it when Redis sends nothing for a whole budget once the
-        command is on the wire (see the module's docstring)."""
+    async def _within_budget(self, waited: asyncio.Future, progressing: Any, failure: Any) -> Any:
+        """Await ``waited``. Each time a budget passes without it, ``progressing()`` says whether
+        the wire shows progress (then another budget), else ``waited`` is given up and
+        ``failure()`` raised (see the module's docstring)."""
         loop = asyncio.get_running_loop()
-        seen = [protocol.received]
+        expired = False
 
         def check() -> None:
-            if done():
+            nonlocal handle, expired
+            if waited.done():
                 return
-            if protocol.unsent() or protocol.received != seen[0] or protocol.pending_on_wire():
-                seen[0] = protocol.received  # on its way, or this loop is late: another budget
-                handle[0] = loop.call_later(self.budget, check)
+            if progressing():
+                handle = loop.call_later(self.budget, check)
                 return
-            waited.set_exception(TimeoutError(f"{what} from Redis within {self.budget * 1000:.0f} ms on the wire"))
+            expired = True
+            waited.cancel()
 
-        handle = [loop.call_later(self.budget, check)]
+        handle = loop.call_later(self.budget, check)
         try:
-            await waited
+            return await waited
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if expired and not (task is not None and task.cancelling()):  # given up here, not cancelled by the caller
+                raise failure() from None
+            raise
         finally:
-            handle[0].cancel()
+            handle.cancel()
 
     # -- the connection -------------------------------------------------------------------
 
@@ -241,9 +255,10 @@ class RedisWire:
             sock.setblocking(False)
             if family != socket.AF_UNIX:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            connected = asyncio.ensure_future(loop.sock_connect(sock, address))
-
-            await self._connect_on_wire(connected, lambda: _ready(sock.fileno(), select.POLLOUT))
+            # A socket the kernel has connected (writable) is not a slow Redis: this loop runs late.
+            await self._within_budget(asyncio.ensure_future(loop.sock_connect(sock, address)),
+                                      lambda: _ready(sock.fileno(), select.POLLOUT), lambda: ConnectionError(
+                                          f"no connection to Redis within {self.budget * 1000:.0f} ms"))
             context = None
             if self.tls:
                 context = ssl.create_default_context()
@@ -268,32 +283,6 @@ class RedisWire:
                 raise
         self._connections[loop] = protocol
         return protocol
-
-    async def _connect_on_wire(self, connected: asyncio.Future, writable: Any) -> None:
-        loop = asyncio.get_running_loop()
-        waiter = loop.create_future()
-
-        def finished(_: Any) -> None:
-            if not waiter.done():
-                waiter.set_result(None)
-
-        def check() -> None:
-            if connected.done() or waiter.done():
-                return
-            if writable():  # the kernel has connected it; this loop runs late
-                handle[0] = loop.call_later(self.budget, check)
-                return
-            connected.cancel()
-            waiter.set_exception(ConnectionError(
-                f"no connection to Redis within {self.budget * 1000:.0f} ms"))
-
-        connected.add_done_callback(finished)
-        handle = [loop.call_later(self.budget, check)]
-        try:
-            await waiter
-        finally:
-            handle[0].cancel()
-        connected.result()
 
     async def close(self) -> None:
         """Close this loop's connection."""

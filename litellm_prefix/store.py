@@ -190,7 +190,47 @@ return 1
 """
 
 
-class RedisStore:
+StoredJournal = tuple[str | None, int, tuple[str, ...], dict[str, str]]  # (journal, version, refs, texts)
+
+
+class _RedisLayout:
+    """What both Redis clients send and how they read the answers: the keys, the scripts'
+    arguments, the load script's reply."""
+
+    name = "redis"
+
+    def __init__(self, ttl_seconds: int, prefix: str) -> None:
+        self.ttl = int(ttl_seconds)
+        self.prefix = prefix
+
+    def _journal_key(self, key: str) -> str:
+        return f"{self.prefix}j:{key}"
+
+    def _text_key(self, digest: str) -> str:
+        return f"{self.prefix}t:{digest}"
+
+    def _load_args(self, held: Iterable[str]) -> list[Any]:
+        return [f"{self.prefix}t:", self.ttl, *held]
+
+    def _save_args(self, version: int, journal: str, refs: Iterable[str], texts: dict[str, str]) -> list[Any]:
+        args: list[Any] = [str(version), str(version + 1), journal, " ".join(refs), self.ttl, f"{self.prefix}t:"]
+        for digest, text in texts.items():
+            args += [digest, text]
+        return args
+
+    @staticmethod
+    def _loaded(got: Any) -> StoredJournal:
+        """(journal, version, refs, texts the caller lacks) from the load script's reply."""
+        if not got:
+            return None, 0, (), {}
+        return got[1], int(got[0]), tuple(got[2].split()), dict(zip(got[3::2], got[4::2]))
+
+    @staticmethod
+    def _found(hashes: list[str], values: list[str | None]) -> dict[str, str]:
+        return {h: v for h, v in zip(hashes, values) if v is not None}
+
+
+class RedisStore(_RedisLayout):
     """Blocking Redis calls (one round trip each), meant for worker threads.
 
     The socket timeout is the time budget: the kernel measures it from the moment the
@@ -198,12 +238,9 @@ class RedisStore:
     healthy Redis look slow.
     """
 
-    name = "redis"
-
     def __init__(self, client: Any, ttl_seconds: int, prefix: str = "litellm-prefix:") -> None:
+        super().__init__(ttl_seconds, prefix)
         self.client = client
-        self.ttl = int(ttl_seconds)
-        self.prefix = prefix
         self._load = client.register_script(_LOAD)
         self._save = client.register_script(_SAVE)
 
@@ -225,50 +262,39 @@ class RedisStore:
 
         return cls(redis.Redis.from_url(url, **cls.client_options(timeout_seconds)), ttl_seconds)
 
-    def load(self, key: str, held: Iterable[str] = ()) -> tuple[str | None, int, tuple[str, ...], dict[str, str]]:
+    def load(self, key: str, held: Iterable[str] = ()) -> StoredJournal:
         """(journal, version, refs, texts the caller lacks): one round trip."""
-        got = self._load(keys=[f"{self.prefix}j:{key}"], args=[f"{self.prefix}t:", self.ttl, *held])
-        if not got:
-            return None, 0, (), {}
-        version, journal, refs = got[0], got[1], tuple(got[2].split())
-        texts = dict(zip(got[3::2], got[4::2]))
-        return journal, int(version), refs, texts
+        return self._loaded(self._load(keys=[self._journal_key(key)], args=self._load_args(held)))
 
     def save(self, key: str, version: int, journal: str, refs: Iterable[str], texts: dict[str, str]) -> bool:
-        args: list[Any] = [str(version), str(version + 1), journal, " ".join(refs), self.ttl, f"{self.prefix}t:"]
-        for digest, text in texts.items():
-            args += [digest, text]
-        return bool(self._save(keys=[f"{self.prefix}j:{key}"], args=args))
+        return bool(self._save(keys=[self._journal_key(key)], args=self._save_args(version, journal, refs, texts)))
 
     def get_texts(self, hashes: Iterable[str]) -> dict[str, str]:
         hashes = list(hashes)
         if not hashes:
             return {}
-        values = self.client.mget([f"{self.prefix}t:{h}" for h in hashes])
-        return {h: v for h, v in zip(hashes, values) if v is not None}
+        return self._found(hashes, self.client.mget([self._text_key(h) for h in hashes]))
 
     def put_texts(self, texts: dict[str, str]) -> None:
         if not texts:
             return
         pipe = self.client.pipeline(transaction=False)
         for digest, text in texts.items():
-            pipe.set(f"{self.prefix}t:{digest}", text, ex=self.ttl)
+            pipe.set(self._text_key(digest), text, ex=self.ttl)
         pipe.execute()
 
 
-class WireRedisStore:
+class WireRedisStore(_RedisLayout):
     """The same calls as ``RedisStore`` (the same scripts, keys and round trips), async, on the
     caller's event loop (``redis_wire``): the budget is judged on the wire there."""
 
-    name = "redis"
     on_loop = True
 
     def __init__(self, url: str, ttl_seconds: int, timeout_seconds: float, prefix: str = "litellm-prefix:") -> None:
         from . import redis_wire
 
+        super().__init__(ttl_seconds, prefix)
         self.wire = redis_wire.RedisWire(url, timeout_seconds, max(1.0, 10 * timeout_seconds))
-        self.ttl = int(ttl_seconds)
-        self.prefix = prefix
         self._scripts = {script: hashlib.sha1(script.encode()).hexdigest() for script in (_LOAD, _SAVE)}
 
     async def _script(self, script: str, key: str, args: list[Any]) -> Any:
@@ -279,28 +305,21 @@ class WireRedisStore:
                 raise
         return await self.wire.call("EVAL", script, 1, key, *args)  # loads it into Redis's script cache
 
-    async def load(self, key: str, held: Iterable[str] = ()) -> tuple[str | None, int, tuple[str, ...], dict[str, str]]:
-        got = await self._script(_LOAD, f"{self.prefix}j:{key}", [f"{self.prefix}t:", self.ttl, *held])
-        if not got:
-            return None, 0, (), {}
-        return got[1], int(got[0]), tuple(got[2].split()), dict(zip(got[3::2], got[4::2]))
+    async def load(self, key: str, held: Iterable[str] = ()) -> StoredJournal:
+        return self._loaded(await self._script(_LOAD, self._journal_key(key), self._load_args(held)))
 
     async def save(self, key: str, version: int, journal: str, refs: Iterable[str], texts: dict[str, str]) -> bool:
-        args: list[Any] = [version, version + 1, journal, " ".join(refs), self.ttl, f"{self.prefix}t:"]
-        for digest, text in texts.items():
-            args += [digest, text]
-        return bool(await self._script(_SAVE, f"{self.prefix}j:{key}", args))
+        return bool(await self._script(_SAVE, self._journal_key(key), self._save_args(version, journal, refs, texts)))
 
     async def get_texts(self, hashes: Iterable[str]) -> dict[str, str]:
         hashes = list(hashes)
         if not hashes:
             return {}
-        values = await self.wire.call("MGET", *(f"{self.prefix}t:{h}" for h in hashes))
-        return {h: v for h, v in zip(hashes, values) if v is not None}
+        return self._found(hashes, await self.wire.call("MGET", *map(self._text_key, hashes)))
 
     async def put_texts(self, texts: dict[str, str]) -> None:
         if texts:
-            await self.wire.pipeline(*(("SET", f"{self.prefix}t:{digest}", text, "EX", self.ttl)
+            await self.wire.pipeline(*(("SET", self._text_key(digest), text, "EX", self.ttl)
                                        for digest, text in texts.items()))
 
 
