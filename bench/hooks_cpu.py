@@ -11,10 +11,13 @@ session's first request).
 between requests: in a proxy, LiteLLM's own ~15-20 ms of work per request leaves the CPU
 caches cold for the plugin, and with the flush this bench reproduced the proxy's own thread
 time inside each hook within 1% (measured there with per-hook timers). ``--flush 0`` gives
-the warm figure. Compare two versions of the code by running this file from each checkout
+the warm figure. ``--store redis`` runs the plugin on a redis-server from the virtualenv
+(``bench/load.py``'s ``redis`` row); ``--replicas 2`` gives each session's turns to two
+plugins in turn, sharing the store (its ``replicas`` row; both plugins in this one process,
+so they share the module-level memos that two proxies would each hold for themselves). Compare two versions of the code by running this file from each checkout
 in turn (the machine's speed drifts: alternate, and repeat).
 
-    .venv/bin/python bench/hooks_cpu.py [--sessions 32 --turns 10 --flush 8]
+    .venv/bin/python bench/hooks_cpu.py [--sessions 32 --turns 10 --flush 8 --store memory --replicas 1]
 """
 from __future__ import annotations
 
@@ -58,16 +61,35 @@ class Flush:
 async def run(args) -> dict:
     # The proxy's router is not loaded here: the pre-call hook's deployment lookup answers as the proxy's would.
     hook_module._proxy_deployment = lambda group: {"litellm_params": dict(DEPLOYMENT)}
-    plugin = PrefixStabilizer(Settings())
+    store = None
+    if args.store == "redis":
+        import tempfile
+
+        from procs import RedisServer
+
+        store = RedisServer(Path(tempfile.mkdtemp(prefix="hooks-cpu-")))
+    settings = Settings(store=store.url) if store else Settings()
+    # ``--replicas 2``: two plugins (two proxies' worth) sharing the store, each session's turns
+    # alternating between them, as bench/load.py's ``replicas`` row.
+    plugins = [PrefixStabilizer(settings) for _ in range(args.replicas)]
     flush = Flush(args.flush)
     sessions = [Session(i, args.sessions, "cpu") for i in range(args.sessions)]
     # As bench/load.py's proxies: the set-up's objects (the flush's 160,000 among them) out of
     # the collector's reach, so that a full collection does not land in one turn's hooks.
     gc.collect()
     gc.freeze()
+    try:
+        return await _turns(args, plugins, sessions, flush)
+    finally:
+        if store is not None:
+            store.stop()
+
+
+async def _turns(args, plugins, sessions, flush) -> dict:
     spent: dict[str, list[float]] = {"pre_call": [], "deployment": [], "success": []}
     by_turn: list[float] = []
     for turn in range(args.turns):
+        plugin = plugins[turn % len(plugins)]
         bodies = [s.advance(turn) for s in sessions]
         first = len(spent["pre_call"])
         for session, body in zip(sessions, bodies):
@@ -92,12 +114,15 @@ async def run(args) -> dict:
             await plugin.async_log_success_event(logged, response, None, None)
             spent["success"].append(time.thread_time() - started)
         by_turn.append(round(1000 * statistics.mean(spent["pre_call"][first:]), 3))
-    assert plugin.core.stats["errors"] == 0, plugin.core.stats
+    for plugin in plugins:
+        assert plugin.core.stats["errors"] == 0, plugin.core.stats
+        assert plugin.core.stats["store_fallbacks"] == 0, plugin.core.stats
     report = {name: {"median_ms": round(1000 * statistics.median(v), 3), "mean_ms": round(1000 * statistics.mean(v), 3)}
               for name, v in spent.items()}
     report["pre_call_mean_ms_by_turn"] = by_turn
     report["total_median_ms"] = round(sum(report[n]["median_ms"] for n in spent), 3)
-    return {"sessions": args.sessions, "turns": args.turns, "flush_mb": args.flush, **report}
+    return {"sessions": args.sessions, "turns": args.turns, "flush_mb": args.flush, "store": args.store,
+            "replicas": args.replicas, **report}
 
 
 def main() -> None:
@@ -105,6 +130,9 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=32)
     parser.add_argument("--turns", type=int, default=10)
     parser.add_argument("--flush", type=int, default=8, help="megabytes written between requests (0: warm caches)")
+    parser.add_argument("--store", choices=("memory", "redis"), default="memory",
+                        help="redis: a redis-server from the virtualenv, as bench/load.py's")
+    parser.add_argument("--replicas", type=int, default=1, help="plugins sharing the store, turns alternating")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "hooks_cpu.json"))
     args = parser.parse_args()
     report = asyncio.run(run(args))
