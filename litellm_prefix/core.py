@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import logging
 import threading
 import time
@@ -53,7 +52,7 @@ def _decoded(encoded: str) -> Journal:
     with _DECODED_LOCK:
         journal = _DECODED.get(encoded)
     if journal is None:
-        journal = Journal.from_json(json.loads(encoded))
+        journal = Journal.decoded(encoded)
         _remember_decoded(encoded, journal)
     return journal
 

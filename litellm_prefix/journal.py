@@ -31,6 +31,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+try:  # several times faster than json for a journal; the stdlib where it cannot encode the text
+    import orjson
+except ImportError:  # pragma: no cover - orjson comes with litellm[proxy]
+    orjson = None
+
 
 VERSION = 1
 
@@ -225,4 +230,23 @@ class Journal:
         )
 
     def encoded(self) -> str:
-        return json.dumps(self.to_json(), ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+        """Compact JSON with sorted keys. orjson's bytes are the stdlib's here (strings, ints,
+        booleans, null, lists and string-keyed objects; no floats); a text with a lone surrogate
+        (valid JSON, so possible in a prompt) is one orjson refuses: the stdlib encodes it."""
+        raw = self.to_json()
+        if orjson is not None:
+            try:
+                return orjson.dumps(raw, option=orjson.OPT_SORT_KEYS).decode()
+            except TypeError:
+                pass
+        return json.dumps(raw, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
+    @classmethod
+    def decoded(cls, text: str) -> "Journal":
+        """``from_json`` of a journal's text (orjson; the stdlib for what orjson refuses, a lone surrogate)."""
+        if orjson is not None:
+            try:
+                return cls.from_json(orjson.loads(text))
+            except orjson.JSONDecodeError:
+                pass
+        return cls.from_json(json.loads(text))

@@ -133,7 +133,8 @@ def proxy(replicas):
 @pytest.fixture(autouse=True)
 def journals_decode_to_what_was_saved(monkeypatch):
     """core remembers a saved journal under the text it saved, in place of decoding that text on
-    the session's next request: every test checks that the text decodes to that very journal."""
+    the session's next request: every test checks that the text decodes to that very journal, and
+    that orjson wrote the stdlib's bytes (a replica of an older version reads and compares them)."""
     import json
 
     from litellm_prefix import core
@@ -143,6 +144,8 @@ def journals_decode_to_what_was_saved(monkeypatch):
 
     def checked(encoded: str, journal: Journal) -> None:
         assert Journal.from_json(json.loads(encoded)) == journal, "a journal does not survive its own encoding"
+        assert Journal.decoded(encoded) == journal
+        assert encoded == json.dumps(journal.to_json(), ensure_ascii=False, separators=(",", ":"), sort_keys=True)
         remember(encoded, journal)
 
     monkeypatch.setattr(core, "_remember_decoded", checked)

@@ -420,3 +420,17 @@ def test_candidate_lines_of_a_segment_are_its_short_lines_holding_an_ascii_digit
         expected = tuple((shape_key(line), line) for line in text.split("\n")
                          if len(line) <= MAX_LINE_CHARS and re.search(r"[0-9]", line))
         assert _digit_lines(text) == expected
+
+
+def test_journal_text_with_a_lone_surrogate_round_trips():
+    """orjson refuses a lone surrogate (valid JSON, so possible in a prompt): the stdlib writes and reads it."""
+    from litellm_prefix.journal import MemoryRecord, Note
+
+    journal = Journal(memory=MemoryRecord("<memory>", "keep \ud800 this \u2028 \x1f ünïcode"),
+                      notes=(Note(3, "a" * 20, "memory", "note \udfff"),), requests=4)
+    text = journal.encoded()
+    assert text == json.dumps(journal.to_json(), ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    assert Journal.decoded(text) == journal
+    plain = Journal(memory=MemoryRecord("<memory>", "ünïcode \u2028 \x1f \"quoted\" \\ / tab\t"), requests=2)
+    assert plain.encoded() == json.dumps(plain.to_json(), ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    assert Journal.decoded(plain.encoded()) == plain
