@@ -55,6 +55,19 @@ class Metrics:
         self.sessions = Gauge(f"{NAMESPACE}_sessions", "Sessions held in this process's local store",
                               multiprocess_mode="livesum", registry=reg)
         self._children: dict[tuple, Any] = {}
+        self._incs: dict[tuple, Any] = {}
+
+    def count(self, metric: Any, values: tuple[str, ...], amount: float = 1) -> None:
+        """``metric.labels(*values).inc(amount)`` for a counter, by the child's own value's ``inc``,
+        kept per child: a request counts into about fifteen children, and ``Counter.inc``
+        re-checks on every call what holds for a child once made (observable, no exemplar)."""
+        if amount < 0:
+            raise ValueError("Counters can only be incremented by non-negative amounts.")
+        key = (id(metric), values)
+        inc = self._incs.get(key)
+        if inc is None:
+            inc = self._incs[key] = _value_inc(self.child(metric, *values))
+        inc(amount)
 
     def child(self, metric: Any, *values: str) -> Any:
         """``metric.labels(*values)``, kept: every request counts into the same few children
@@ -64,6 +77,15 @@ class Metrics:
         if found is None:
             found = self._children[key] = metric.labels(*values)
         return found
+
+
+def _value_inc(child: Any) -> Any:
+    """The ``inc`` of a counter child's value (prometheus_client's ``MutexValue`` or, with
+    ``PROMETHEUS_MULTIPROC_DIR``, its file-backed value): what ``Counter.inc`` calls after its
+    checks. The child's own ``inc`` where the child is not laid out that way (another version)."""
+    value = getattr(child, "_value", None)
+    inc = getattr(value, "inc", None)
+    return inc if getattr(child, "_type", None) == "counter" and callable(inc) else child.inc
 
 
 def get() -> Metrics | None:
@@ -124,21 +146,13 @@ class Stats(Counter):
     """The stabilizer's internal counters; every increase is mirrored to ``litellm_prefix_internal_events``
     (through the metric's child per counter, kept)."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self._children: dict[str, Any] = {}
-        super().__init__(*args, **kwargs)
-
     def __setitem__(self, key: str, value: int) -> None:
         delta = value - self.get(key, 0)
         super().__setitem__(key, value)
         if delta > 0:
             try:
-                child = self._children.get(key)
-                if child is None:
-                    metrics = get()
-                    if metrics is None:
-                        return
-                    child = self._children[key] = metrics.child(metrics.internal, key)
-                child.inc(delta)
+                metrics = get()
+                if metrics is not None:
+                    metrics.count(metrics.internal, (key,), delta)
             except Exception:  # metrics never break a call
                 pass

@@ -203,11 +203,11 @@ class Sinks:
 
     def _count_request(self, group, agent, rules, drift, seconds, sessions_held) -> None:
         m = self.metrics
-        m.child(m.requests, group, agent).inc()
+        m.count(m.requests, (group, agent))
         for rule in sorted({e.kind for e in rules}):
-            m.child(m.rewrites, rule, group, agent).inc()
+            m.count(m.rewrites, (rule, group, agent))
         if drift:
-            m.child(m.drift, metrics.part_label(str(drift.get("first_diff_in", ""))), group, agent).inc()
+            m.count(m.drift, (metrics.part_label(str(drift.get("first_diff_in", ""))), group, agent))
         if seconds is not None:
             m.transform_seconds.observe(seconds)
         if sessions_held is not None:
@@ -311,11 +311,11 @@ class Sinks:
         self.jsonl(out)
         if self.metrics is not None:
             m, labels = self.metrics, (pending.model_group or model, verdict.cls, pending.agent)
-            m.child(m.calls, *labels).inc()
-            m.child(m.prompt_tokens, *labels).inc(measured.prompt)
-            m.child(m.cached_tokens, *labels).inc(cached)
+            m.count(m.calls, labels)
+            m.count(m.prompt_tokens, labels, measured.prompt)
+            m.count(m.cached_tokens, labels, cached)
             if verdict.tokens_lost:
-                m.child(m.lost_tokens, *labels).inc(verdict.tokens_lost)
+                m.count(m.lost_tokens, labels, verdict.tokens_lost)
         return out
 
     # -- symlinks, JSONL, headers ------------------------------------------------------

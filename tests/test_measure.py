@@ -13,6 +13,7 @@ import copy
 import json
 import string
 
+import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 from prometheus_client import REGISTRY
 from realistic import conversation, openai_tools, pi_sections, render_pi
@@ -226,6 +227,42 @@ def test_metrics_count_calls_tokens_and_internal_events(tmp_path):
     s.call(next(turns(4, pi_head(cwd="Current working directory: /tmp/other"))))
     assert value("litellm_prefix_internal_events_total", event="drift") == drift_before + 1
     assert value("litellm_prefix_drift_events_total", part="section:cwd", **labels) == 1
+
+
+def test_metric_counts_go_to_the_registry_as_counter_inc_would():
+    """``Metrics.count`` increments a counter child's value directly (skipping ``Counter.inc``'s
+    per-call checks): the registry shows the same totals, a negative amount is refused as
+    ``Counter.inc`` refuses it, and a child laid out otherwise is counted by its own ``inc``."""
+    from prometheus_client import CollectorRegistry
+
+    from litellm_prefix import metrics
+
+    registry = CollectorRegistry()
+    m = metrics.Metrics(registry)
+    labels = ("group-a", "hit", "pi")
+    m.count(m.calls, labels)
+    m.count(m.calls, labels)
+    m.count(m.prompt_tokens, labels, 20000)
+    m.count(m.prompt_tokens, labels, 512)
+    m.count(m.internal, ("drift",), 3)
+    sample = {"model_group": "group-a", "class": "hit", "agent": "pi"}
+    assert registry.get_sample_value("litellm_prefix_calls_total", sample) == 2
+    assert registry.get_sample_value("litellm_prefix_prompt_tokens_total", sample) == 20512
+    assert registry.get_sample_value("litellm_prefix_internal_events_total", {"event": "drift"}) == 3
+    with pytest.raises(ValueError):
+        m.count(m.cached_tokens, labels, -1)
+    assert registry.get_sample_value("litellm_prefix_cached_tokens_total", sample) in (None, 0.0)
+
+    class Other:  # (another prometheus_client's layout)
+        total = 0
+
+        def inc(self, amount=1):
+            self.total += amount
+
+    other = Other()
+    assert metrics._value_inc(other) == other.inc
+    metrics._value_inc(other)(5)
+    assert other.total == 5
 
 
 def test_calls_the_transform_never_saw_and_broken_callbacks(tmp_path):
