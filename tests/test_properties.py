@@ -203,3 +203,25 @@ def test_deterministic_across_processes_and_hash_seeds():
         digests.add(subprocess.run([sys.executable, "-c", script], cwd=root, env=env, capture_output=True,
                                    text=True, check=True).stdout.strip())
     assert len(digests) == 1
+
+
+json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+                           max_leaves=6)
+
+
+@fast
+@given(st.text(min_size=0, max_size=200), st.permutations(["user", "tool", "system", "assistant"]),
+       st.dictionaries(st.sampled_from(["name", "tool_call_id", "cache_control", "type", "extra"]),
+                       st.text(max_size=8) | json_values, max_size=3))
+def test_message_digest_is_content_hash(content, roles, extra):
+    """The anchor hash remembered with a message's text is ``content_hash`` of the message, for
+    messages sharing a text under other roles and fields, with marker fields and non-string values."""
+    from litellm_prefix.journal import content_hash
+    from litellm_prefix.rules.notes import message_digest
+
+    for role in roles:  # the same texts (a long one is remembered) under each role in turn
+        for message in ({"role": role, "content": content}, {"role": role, "content": "x" * 65 + content}, {"content": "x" * 65 + content, "role": role, **extra},
+                        {"role": role, "content": [{"type": "text", "text": "x" * 65 + content}], **extra}):
+            assert message_digest(message) == content_hash(message)
+            assert message_digest(copy.deepcopy(message)) == content_hash(message)

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..context import Context, Event
 from ..journal import Journal, Note, content_hash
+from ..sections import memo
 from ..view import View
 from .mid_system import as_system_update, target_keeps_mid_system
 
@@ -32,8 +33,22 @@ def message_hash(ctx: Context, index: int) -> str:
     key = ("message hash", index)
     found = ctx.memo.get(key)
     if found is None or found[0] is not ctx.client_body[index]:
-        found = ctx.memo[key] = (ctx.client_body[index], content_hash(ctx.client_body[index]))
+        found = ctx.memo[key] = (ctx.client_body[index], message_digest(ctx.client_body[index]))
     return found[1]
+
+
+def message_digest(item: Any) -> str:
+    """``content_hash(item)``; for a message of strings only (``{"role", "content"}``, ``tool_call_id``...)
+    with a long content, remembered with the content's text (``sections.memo``): an anchor or a
+    patch is the same message request after request, and finding a known text costs a
+    comparison, not an encoding and a hash of it. Same value: the message's JSON (sorted keys)
+    is a function of its content and its other fields, which are part of the memo's key."""
+    if type(item) is dict:
+        content = item.get("content")
+        if type(content) is str and len(content) > 64 and all(type(v) is str for v in item.values()):
+            rest = tuple(sorted((k, v) for k, v in item.items() if k != "content"))
+            return memo(content, ("content_hash", rest), lambda text: content_hash({**dict(rest), "content": text}))
+    return content_hash(item)
 
 
 def _anchor_holds(ctx: Context, index: int, anchor: str) -> bool:
