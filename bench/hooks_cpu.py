@@ -14,7 +14,8 @@ time inside each hook within 1% (measured there with per-hook timers). ``--flush
 the warm figure. ``--store redis`` runs the plugin on a redis-server from the virtualenv
 (``bench/load.py``'s ``redis`` row); ``--replicas 2`` gives each session's turns to two
 plugins in turn, sharing the store (its ``replicas`` row; both plugins in this one process,
-so they share the module-level memos that two proxies would each hold for themselves). Compare two versions of the code by running this file from each checkout
+so they share the module-level memos that two proxies would each hold for themselves).
+``--stages`` adds where the time goes inside the hooks (``Stages``). Compare two versions of the code by running this file from each checkout
 in turn (the machine's speed drifts: alternate, and repeat).
 
     .venv/bin/python bench/hooks_cpu.py [--sessions 32 --turns 10 --flush 8 --store memory --replicas 1]
@@ -58,7 +59,74 @@ class Flush:
                 id(item)
 
 
+class Stages:
+    """``--stages``: thread CPU per request of the steps inside the hooks (each rule, the store
+    calls, profile detection, the measured shape, the tools' first encoding, the reporting),
+    by wrappers this bench puts around them (the package is not changed). Nested steps are
+    counted in their callers too; the wrappers' own cost (~1 µs each) inflates the totals."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    def wrap(self, name: str, fn):
+        import functools
+        import inspect
+
+        seconds = self.seconds
+        if inspect.iscoroutinefunction(fn):
+            async def timed(*a, **k):
+                started = time.thread_time()
+                try:
+                    return await fn(*a, **k)
+                finally:
+                    seconds[name] = seconds.get(name, 0.0) + time.thread_time() - started
+        else:
+            def timed(*a, **k):
+                started = time.thread_time()
+                try:
+                    return fn(*a, **k)
+                finally:
+                    seconds[name] = seconds.get(name, 0.0) + time.thread_time() - started
+        return functools.wraps(fn)(timed)
+
+    def install(self) -> None:
+        from litellm_prefix import core, drift, pipeline, prefix, profiles, sinks
+
+        pipeline.RULES[:] = [self.wrap(f"rule {rule.__name__}", rule) for rule in pipeline.RULES]
+        core.profiles = _Module(profiles, detect=self.wrap("profile detection", profiles.detect))
+        sinks.prefix = _Module(prefix, measure=self.wrap("measured shape (prefix.measure)", prefix.measure))
+        drift._encode_tools = self.wrap("tools' first encoding (drift._encode_tools)", drift._encode_tools)
+        hook_module.target_for = self.wrap("deployment target (hook.target_for)", hook_module.target_for)
+        for cls, names in ((core.Stabilizer, ("_run_with_journal", "_unchanged_since_applied")),
+                           (sinks.Sinks, ("transformed", "completed")),
+                           (PrefixStabilizer, ("async_pre_call_hook", "async_pre_call_deployment_hook",
+                                               "async_log_success_event"))):
+            for name in names:
+                setattr(cls, name, self.wrap(f"{cls.__name__}.{name}", getattr(cls, name)))
+
+    def install_store(self, store) -> None:
+        for name in ("load", "save", "put_texts", "get_texts"):
+            setattr(store, name, self.wrap(f"store.{name}", getattr(store, name)))
+
+    def report(self, requests: int) -> dict[str, float]:
+        return {name: round(1000 * seconds / requests, 3)
+                for name, seconds in sorted(self.seconds.items(), key=lambda kv: -kv[1])}
+
+
+class _Module:
+    """A module with some of its functions replaced, for the modules that call them by attribute."""
+
+    def __init__(self, module, **replaced) -> None:
+        self._module, self._replaced = module, replaced
+
+    def __getattr__(self, name: str):
+        return self._replaced[name] if name in self._replaced else getattr(self._module, name)
+
+
 async def run(args) -> dict:
+    stages = Stages() if args.stages else None
+    if stages:
+        stages.install()
     # The proxy's router is not loaded here: the pre-call hook's deployment lookup answers as the proxy's would.
     hook_module._proxy_deployment = lambda group: {"litellm_params": dict(DEPLOYMENT)}
     store = None
@@ -72,6 +140,9 @@ async def run(args) -> dict:
     # ``--replicas 2``: two plugins (two proxies' worth) sharing the store, each session's turns
     # alternating between them, as bench/load.py's ``replicas`` row.
     plugins = [PrefixStabilizer(settings) for _ in range(args.replicas)]
+    if stages:
+        for plugin in plugins:
+            stages.install_store(plugin.core.store)
     flush = Flush(args.flush)
     sessions = [Session(i, args.sessions, "cpu") for i in range(args.sessions)]
     # As bench/load.py's proxies: the set-up's objects (the flush's 160,000 among them) out of
@@ -79,7 +150,10 @@ async def run(args) -> dict:
     gc.collect()
     gc.freeze()
     try:
-        return await _turns(args, plugins, sessions, flush)
+        report = await _turns(args, plugins, sessions, flush)
+        if stages:
+            report["stages_ms_per_request"] = stages.report(args.sessions * args.turns)
+        return report
     finally:
         if store is not None:
             store.stop()
@@ -133,6 +207,8 @@ def main() -> None:
     parser.add_argument("--store", choices=("memory", "redis"), default="memory",
                         help="redis: a redis-server from the virtualenv, as bench/load.py's")
     parser.add_argument("--replicas", type=int, default=1, help="plugins sharing the store, turns alternating")
+    parser.add_argument("--stages", action="store_true",
+                        help="also the thread CPU per request of the steps inside the hooks (timing wrappers)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "hooks_cpu.json"))
     args = parser.parse_args()
     report = asyncio.run(run(args))
@@ -142,6 +218,8 @@ def main() -> None:
         print(f"  {name:<10} median {report[name]['median_ms']:.3f} ms, mean {report[name]['mean_ms']:.3f} ms")
     print(f"  all hooks  {report['total_median_ms']:.3f} ms (sum of medians); pre-call mean by turn: "
           f"{report['pre_call_mean_ms_by_turn']}")
+    for name, ms in report.get("stages_ms_per_request", {}).items():
+        print(f"  {ms:7.3f} ms  {name}")
     print(f"written to {args.out}")
 
 
