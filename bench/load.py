@@ -13,6 +13,12 @@ LiteLLM proxy processes in front of the recording upstream:
   alternating between them, against ``baseline-2``: two proxies without the plugin
   taking turns the same way (two processes share a wave, so they compare with two).
 
+Each configuration has proxy processes of its own (eight in all): a proxy that also served
+another configuration's waves would come to its own wave warmer (connections, LiteLLM's
+short-lived caches) than one that had been idle since its last. With the plugin switched
+off in every proxy (``LITELLM_PREFIX=0``) and a 0 ms calibration, one run read the five
+ratios at -7% to +5% (each ±7-12%): what one run resolves between identical processes.
+
 - ``calibration``: a proxy without the plugin whose pre-call hook spends a known CPU time
   per request (``--calibration-ms``, default 2.0; ``bench/proxy_gc.py``), measured like
   the plugin: on a shared machine one run's CPU ratios move by several percent either way,
@@ -226,11 +232,16 @@ async def run(args) -> dict:
         env = {"PYTHONUNBUFFERED": "1", "BENCH_GC_FREEZE": "0" if args.no_freeze else "1"}
         shared = {**env, "LITELLM_PREFIX_STORE": redis_server.url}
         proxies["baseline"] = Proxy(work, plain, env, name="baseline")
+        # Every configuration has proxies of its own: a proxy that also served another
+        # configuration's waves would come to its own warmer than one that idled since its last.
         proxies["baseline-b"] = Proxy(work, plain, env, name="baseline-b")
-        timed = {name: {"BENCH_PLUGIN_CPU_FILE": str(work / f"{name}.plugin-cpu")} for name in ("memory", "redis-a", "redis-b")}
+        proxies["baseline-c"] = Proxy(work, plain, env, name="baseline-c")
+        timed = {name: {"BENCH_PLUGIN_CPU_FILE": str(work / f"{name}.plugin-cpu")}
+                 for name in ("memory", "redis-a", "redis-b", "redis-c")}
         proxies["memory"] = Proxy(work, base_config, {**env, **timed["memory"]}, name="memory")
         proxies["redis-a"] = Proxy(work, base_config, {**shared, **timed["redis-a"]}, name="redis-a")
         proxies["redis-b"] = Proxy(work, base_config, {**shared, **timed["redis-b"]}, name="redis-b")
+        proxies["redis-c"] = Proxy(work, base_config, {**shared, **timed["redis-c"]}, name="redis-c")
         calibrated = {**plain, "litellm_settings": {"callbacks": ["proxy_gc.calibration", "proxy_gc.handler"]}}
         proxies["calibration"] = Proxy(work, calibrated, {**env, "BENCH_BURN_MS": str(args.calibration_ms)},
                                        name="calibration")
@@ -238,8 +249,8 @@ async def run(args) -> dict:
             proxy.wait_ready()
         print(f"{len(proxies)} proxies ready in {time.monotonic() - started:.0f} s", flush=True)
         targets = {"baseline": [proxies["baseline"]], "memory": [proxies["memory"]],
-                   "baseline-2": [proxies["baseline"], proxies["baseline-b"]],
-                   "redis": [proxies["redis-a"]], "replicas": [proxies["redis-a"], proxies["redis-b"]],
+                   "baseline-2": [proxies["baseline-b"], proxies["baseline-c"]],
+                   "redis": [proxies["redis-a"]], "replicas": [proxies["redis-b"], proxies["redis-c"]],
                    "calibration": [proxies["calibration"]]}
         # ``--rounds``: the same 10-turn workload again with fresh sessions, for more waves per
         # configuration (one configuration's CPU moves ±15-25% from wave to wave).
@@ -265,7 +276,7 @@ async def run(args) -> dict:
             upstream.take()
             # A fresh proxy's first calls to Redis open the connection and load the scripts: a slow
             # answer there is part of the warm-up, not of the run (counted apart).
-            warm_up_fallbacks = {name: fallback_lines([proxies[name]]) for name in ("redis-a", "redis-b")}
+            warm_up_fallbacks = {name: fallback_lines([proxies[name]]) for name in ("redis-a", "redis-b", "redis-c")}
             overflows_before = listen_overflows()
             for round_, turn in ((r, t) for r in range(args.rounds) for t in range(args.turns)):
                 order = list(CONFIGS)
