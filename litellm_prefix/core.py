@@ -18,7 +18,7 @@ import traceback
 from collections.abc import Mapping, MutableMapping
 from typing import Any
 
-from cachetools import LRUCache
+from cachetools import Cache, LRUCache
 
 from . import pipeline, profiles, wire
 from .context import Context, Event, Expiring, Target
@@ -200,7 +200,7 @@ class Stabilizer:
             events = [Event("agent", {"name": agent}), *events]
         self.sinks.transformed(call_id, key, data, adapter.name, events, drift, settings, target,
                                model_group=next((n for n in model_names if n), ""),
-                               seconds=time.perf_counter() - started, sessions_held=self._sessions_held(),
+                               seconds=time.perf_counter() - started, sessions_held=self._sessions_held,
                                tools_text=tools_json(new_view, ctx) if key and new_view.tools else None)
         return data
 
@@ -216,7 +216,7 @@ class Stabilizer:
             events = [Event("agent", {"name": applied.agent}), *events]
         self.sinks.transformed(call_id_of(data), None, data, applied.shape, events, None, applied.settings,
                                applied.target, model_group=next((n for n in model_names if n), ""),
-                               seconds=time.perf_counter() - started, sessions_held=self._sessions_held())
+                               seconds=time.perf_counter() - started, sessions_held=self._sessions_held)
         return data
 
     def _apply_hints(self, data, shape: str, ctx: Context, key, view, api_key_hash, team_id) -> list[Event]:
@@ -287,8 +287,12 @@ class Stabilizer:
     # -- edges: everything reported goes to sinks ---------------------------------------
 
     def _sessions_held(self) -> int | None:
+        """Sessions in the local store, for the gauge: asked only where a request is counted, and
+        without ``TTLCache.__len__``'s walk over the expired entries (purged at the next write)."""
         journals = getattr(self.local_store, "_journals", None)
-        return len(journals) if journals is not None else None
+        if journals is None:
+            return None
+        return Cache.__len__(journals) if isinstance(journals, Cache) else len(journals)
 
     def response_headers(self, call_id: str | None) -> dict[str, str]:
         return self.sinks.response_headers(call_id)

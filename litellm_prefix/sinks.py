@@ -23,7 +23,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -157,7 +157,7 @@ class Sinks:
         target: Target | None,
         model_group: str = "",
         seconds: float | None = None,
-        sessions_held: int | None = None,
+        sessions_held: Callable[[], int | None] | None = None,
         tools_text: str | None = None,
     ) -> None:
         """``tools_text``: the JSON the rules made of the request's tools (their fingerprint's), when they ran."""
@@ -210,8 +210,9 @@ class Sinks:
             m.count(m.drift, (metrics.part_label(str(drift.get("first_diff_in", ""))), group, agent))
         if seconds is not None:
             m.transform_seconds.observe(seconds)
-        if sessions_held is not None:
-            m.sessions.set(sessions_held)
+        held = sessions_held() if sessions_held is not None else None
+        if held is not None:
+            m.sessions.set(held)
 
     def _remember(self, call_id, key, data, wire_name, drift, group, agent, target, tools_text=None) -> None:
         """Keep this request's shape and what it shares with the session's previous request."""

@@ -223,6 +223,12 @@ def test_metrics_count_calls_tokens_and_internal_events(tmp_path):
         o["cached_tokens"] for o in outs[1:])
     assert value("litellm_prefix_requests_total", **labels) == 3
     assert value("litellm_prefix_transform_seconds_count") >= 3
+    # the gauge of sessions held, set by the last counted request: this stabilizer's one session
+    assert value("litellm_prefix_sessions") == len(s.stabilizer.local_store._journals) == 1
+    other = Session(tmp_path, session="sess-metrics-2", group=group)
+    other.stabilizer.store = other.stabilizer.local_store = s.stabilizer.local_store  # two sessions held
+    other.call(next(turns(1, pi_head())))
+    assert value("litellm_prefix_sessions") == 2
     # an internal counter (a drift) shows up as litellm_prefix_internal_events_total{event="drift"}
     s.call(next(turns(4, pi_head(cwd="Current working directory: /tmp/other"))))
     assert value("litellm_prefix_internal_events_total", event="drift") == drift_before + 1
