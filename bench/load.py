@@ -19,6 +19,11 @@ short-lived caches) than one that had been idle since its last. With the plugin 
 off in every proxy (``LITELLM_PREFIX=0``) and a 0 ms calibration, one run read the five
 ratios at -7% to +5% (each ±7-12%): what one run resolves between identical processes.
 
+- ``memory-off``: the ``memory`` proxy itself, sessions of its own sent to a second model
+  group for the same upstream with the plugin switched off for it
+  (``model_info.litellm_prefix.enabled: false``): ``memory`` against it is a comparison
+  within one process (reported as ``same_process``), free of whatever two processes differ by.
+
 - ``calibration``: a proxy without the plugin whose pre-call hook spends a known CPU time
   per request (``--calibration-ms``, default 2.0; ``bench/proxy_gc.py``), measured like
   the plugin: on a shared machine one run's CPU ratios move by several percent either way,
@@ -86,8 +91,11 @@ import httpx  # noqa: E402
 from procs import Proxy, RedisServer, Upstream, proxy_config  # noqa: E402
 from sessions import PiClient, memory_flip_turn  # noqa: E402
 
-CONFIGS = ("baseline", "memory", "redis", "baseline-2", "replicas", "calibration")
+CONFIGS = ("baseline", "memory", "memory-off", "redis", "baseline-2", "replicas", "calibration")
 AGAINST = {"memory": "baseline", "redis": "baseline", "replicas": "baseline-2", "calibration": "baseline"}
+# The same proxy process with the plugin switched off for the model group of the other's requests.
+SAME_PROCESS = {"memory": "memory-off"}
+OFF_GROUP = "chat-model-off"
 PLUGIN = ("memory", "redis", "replicas")
 REDIS_CONFIGS = ("redis", "replicas")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -144,11 +152,12 @@ def group_cpu_seconds(pgid: int) -> float:
 class Session:
     """One pi-like agent session; ``request(turn)`` is the request of that turn (deterministic)."""
 
-    def __init__(self, index: int, sessions: int, tag: str) -> None:
+    def __init__(self, index: int, sessions: int, tag: str, model: str | None = None) -> None:
         tokens = 9000 + (18000 * index) // max(1, sessions - 1)  # head 9-27k tokens; with history 10-30k
         self.client = PiClient(memory=["User prefers tabs", "Project uses uv"], extensions={"todo": "- [ ] ship"},
                                session=f"load-{tag}-{index}", seed=100 + index, tokens=tokens)
         self.tag = f"[{tag} {index}]"
+        self.model = model
         self.requests: list[dict] = []
 
     def advance(self, turn: int) -> bytes:
@@ -156,6 +165,8 @@ class Session:
         memory_flip_turn(client, turn, label=f"{self.tag} ")
         request = client.request()
         del request["metadata"]  # the session id travels in x-session-id, as from a client
+        if self.model:
+            request["model"] = self.model
         self.requests.append(request)
         client.tool_round()
         client.assistant("ok")
@@ -221,6 +232,11 @@ async def run(args) -> dict:
     proxies: dict[str, Proxy] = {}
     try:
         base_config = proxy_config(upstream)
+        # ``memory-off``: the memory proxy's own model group with the plugin switched off
+        # (``model_info.litellm_prefix.enabled: false``): its requests pass through unchanged.
+        chat = next(m for m in base_config["model_list"] if m["model_name"] == "chat-model")
+        base_config["model_list"].append({"model_name": OFF_GROUP, "litellm_params": dict(chat["litellm_params"]),
+                                          "model_info": {"litellm_prefix": {"enabled": False}}})
         # Every proxy, with and without the plugin, gets the same collector set-up (proxy_gc.py):
         # its start-up heap frozen at the first request (unless --no-freeze), collections counted.
         plain = {**base_config, "litellm_settings": {"callbacks": ["proxy_gc.handler"]}}
@@ -248,14 +264,14 @@ async def run(args) -> dict:
         for proxy in proxies.values():
             proxy.wait_ready()
         print(f"{len(proxies)} proxies ready in {time.monotonic() - started:.0f} s", flush=True)
-        targets = {"baseline": [proxies["baseline"]], "memory": [proxies["memory"]],
+        targets = {"baseline": [proxies["baseline"]], "memory": [proxies["memory"]], "memory-off": [proxies["memory"]],
                    "baseline-2": [proxies["baseline-b"], proxies["baseline-c"]],
                    "redis": [proxies["redis-a"]], "replicas": [proxies["redis-b"], proxies["redis-c"]],
                    "calibration": [proxies["calibration"]]}
         # ``--rounds``: the same 10-turn workload again with fresh sessions, for more waves per
         # configuration (one configuration's CPU moves ±15-25% from wave to wave).
-        sessions = {c: [Session(i, args.sessions, c if r == 0 else f"{c}.{r}") for r in range(args.rounds)
-                        for i in range(args.sessions)] for c in CONFIGS}
+        sessions = {c: [Session(i, args.sessions, c if r == 0 else f"{c}.{r}", OFF_GROUP if c == "memory-off" else None)
+                        for r in range(args.rounds) for i in range(args.sessions)] for c in CONFIGS}
         latencies = {c: [] for c in CONFIGS}
         cpu = {c: 0.0 for c in CONFIGS}
         per_turn: dict[str, list[tuple[float, float]]] = {c: [] for c in CONFIGS}  # (wave p50 ms, CPU s)
@@ -371,6 +387,9 @@ async def run(args) -> dict:
             entry, base = report["configs"][config], report["configs"][against]
             entry["against"] = against
             entry.update(_ratios(entry, base, per_turn[config], per_turn[against]))
+        for config, against in SAME_PROCESS.items():
+            entry, base = report["configs"][config], report["configs"][against]
+            entry["same_process"] = {"against": against, **_ratios(entry, base, per_turn[config], per_turn[against])}
         calibration = report["configs"]["calibration"]
         calibration["known_extra_ms"] = args.calibration_ms
         calibration["measured_extra_ms"] = calibration["cpu_ms_per_request"] - report["configs"]["baseline"]["cpu_ms_per_request"]
@@ -450,6 +469,12 @@ def main() -> None:
         if "plugin_hooks_cpu_ms_per_request" in e:
             print(f"  {config}: {e['plugin_hooks_cpu_ms_per_request']:.2f} ms, "
                   f"{100 * e['plugin_hooks_vs_rest_of_proxy']:+.1f}% on the rest of the proxy's CPU")
+    for config, e in report["configs"].items():
+        same = e.get("same_process")
+        if same:
+            print(f"  {config} against the same process's requests with the plugin off for their model group "
+                  f"({same['against']}): CPU {(same['cpu_ratio'] - 1) * 100:+.0f}% ±{same['cpu_ratio_two_se'] * 100:.0f}% "
+                  f"({(same['cpu_ratio_turn_median'] - 1) * 100:+.0f}%), p50 {same['p50_ratio']:.2f}x")
     plugin = [e for c, e in report["configs"].items() if c in PLUGIN]
     cal = report["configs"]["calibration"]
     print(f"calibration (a hook known to spend {cal['known_extra_ms']:.1f} ms of CPU per request, no plugin): "

@@ -104,3 +104,16 @@ def test_the_load_run_says_how_far_it_resolves_the_cpu_ratio():
     shifted = load._cpu_ratio_interval([w + 0.05 for w in noisy], noisy)  # +10%, whatever the turn's speed
     assert shifted["cpu_ratio_two_se"] < 1e-9 and abs(shifted["cpu_ratio_interval"][0] - 1.1) < 0.01
     assert load._cpu_ratio_interval([0.5], noisy) == {}
+
+
+def test_the_same_process_comparison_sends_its_sessions_to_the_switched_off_group():
+    """bench/load.py's ``memory-off`` sessions name the model group whose deployment switches the
+    plugin off; the others keep the client's own group."""
+    import json
+
+    load = load_bench("load")
+    off = json.loads(load.Session(0, 2, "t", load.OFF_GROUP).advance(0))
+    on = json.loads(load.Session(0, 2, "t").advance(0))
+    assert off["model"] == load.OFF_GROUP != on["model"] == "chat-model"
+    assert off["messages"] == on["messages"]
+    assert load.SAME_PROCESS == {"memory": "memory-off"} and "memory-off" in load.CONFIGS
