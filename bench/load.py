@@ -13,9 +13,9 @@ LiteLLM proxy processes in front of the recording upstream:
   alternating between them, against ``baseline-2``: two proxies without the plugin
   taking turns the same way (two processes share a wave, so they compare with two).
 
-Each configuration has proxy processes of its own (eight in all): a proxy that also served
-another configuration's waves would come to its own wave warmer (connections, LiteLLM's
-short-lived caches) than one that had been idle since its last. With the plugin switched
+Each configuration but ``memory-off`` (below) has proxy processes of its own (eight in all):
+a proxy that also served another configuration's waves could come to its own wave warmer
+(connections, LiteLLM's short-lived caches) than one that had been idle since its last. With the plugin switched
 off in every proxy (``LITELLM_PREFIX=0``) and a 0 ms calibration, one run read the five
 ratios at -7% to +5% (each ±7-12%): what one run resolves between identical processes.
 
@@ -98,6 +98,7 @@ SAME_PROCESS = {"memory": "memory-off"}
 OFF_GROUP = "chat-model-off"
 PLUGIN = ("memory", "redis", "replicas")
 REDIS_CONFIGS = ("redis", "replicas")
+REDIS_PROXIES = ("redis-a", "redis-b", "redis-c")  # redis-a serves ``redis``, the other two ``replicas``
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -248,16 +249,14 @@ async def run(args) -> dict:
         env = {"PYTHONUNBUFFERED": "1", "BENCH_GC_FREEZE": "0" if args.no_freeze else "1"}
         shared = {**env, "LITELLM_PREFIX_STORE": redis_server.url}
         proxies["baseline"] = Proxy(work, plain, env, name="baseline")
-        # Every configuration has proxies of its own: a proxy that also served another
-        # configuration's waves would come to its own warmer than one that idled since its last.
+        # Every configuration but memory-off has proxies of its own (see the module's docstring).
         proxies["baseline-b"] = Proxy(work, plain, env, name="baseline-b")
         proxies["baseline-c"] = Proxy(work, plain, env, name="baseline-c")
         timed = {name: {"BENCH_PLUGIN_CPU_FILE": str(work / f"{name}.plugin-cpu")}
-                 for name in ("memory", "redis-a", "redis-b", "redis-c")}
+                 for name in ("memory", *REDIS_PROXIES)}
         proxies["memory"] = Proxy(work, base_config, {**env, **timed["memory"]}, name="memory")
-        proxies["redis-a"] = Proxy(work, base_config, {**shared, **timed["redis-a"]}, name="redis-a")
-        proxies["redis-b"] = Proxy(work, base_config, {**shared, **timed["redis-b"]}, name="redis-b")
-        proxies["redis-c"] = Proxy(work, base_config, {**shared, **timed["redis-c"]}, name="redis-c")
+        for name in REDIS_PROXIES:
+            proxies[name] = Proxy(work, base_config, {**shared, **timed[name]}, name=name)
         calibrated = {**plain, "litellm_settings": {"callbacks": ["proxy_gc.calibration", "proxy_gc.handler"]}}
         proxies["calibration"] = Proxy(work, calibrated, {**env, "BENCH_BURN_MS": str(args.calibration_ms)},
                                        name="calibration")
@@ -292,7 +291,7 @@ async def run(args) -> dict:
             upstream.take()
             # A fresh proxy's first calls to Redis open the connection and load the scripts: a slow
             # answer there is part of the warm-up, not of the run (counted apart).
-            warm_up_fallbacks = {name: fallback_lines([proxies[name]]) for name in ("redis-a", "redis-b", "redis-c")}
+            warm_up_fallbacks = {name: fallback_lines([proxies[name]]) for name in REDIS_PROXIES}
             overflows_before = listen_overflows()
             for round_, turn in ((r, t) for r in range(args.rounds) for t in range(args.turns)):
                 order = list(CONFIGS)

@@ -144,7 +144,7 @@ def part_label(where: str) -> str:
 
 class Stats(Counter):
     """The stabilizer's internal counters; every increase is mirrored to ``litellm_prefix_internal_events``
-    (through the metric's child per counter, kept)."""
+    (``Metrics.count``)."""
 
     def __setitem__(self, key: str, value: int) -> None:
         delta = value - self.get(key, 0)
