@@ -153,7 +153,7 @@ class Stabilizer:
             written = self.written.pop(call_id, None) if applied is not None else None
             if applied is not None and applied.holds(data, adapter.name, settings, target or Target(), written):
                 # The deployment hook on the very objects the pre-call hook wrote: nothing to redo.
-                return self._unchanged_since_applied(data, call_type, applied, hints, started, model_names)
+                return self._unchanged_since_applied(data, applied, hints)
             view = adapter.read(data)
             # The agent's profile (data, not branches): its presets merge into this request's settings.
             profile = profiles.detect(data, view.head, settings, model_names)
@@ -204,19 +204,14 @@ class Stabilizer:
                                tools_text=tools_json(new_view, ctx) if key and new_view.tools else None)
         return data
 
-    def _unchanged_since_applied(self, data, call_type, applied: Applied, hints: bool, started: float,
-                                 model_names: tuple[str, ...]) -> MutableMapping[str, Any]:
+    def _unchanged_since_applied(self, data, applied: Applied, hints: bool) -> MutableMapping[str, Any]:
         self.stats["requests"] += 1
         self.stats["unchanged_since_applied"] += 1
-        events: list[Event] = []
         if hints:
             ctx = Context(settings=applied.settings, target=applied.target)
-            events = self._apply_hints(data, applied.shape, ctx, applied.key, None, None, None)
-        if applied.agent:
-            events = [Event("agent", {"name": applied.agent}), *events]
-        self.sinks.transformed(call_id_of(data), None, data, applied.shape, events, None, applied.settings,
-                               applied.target, model_group=next((n for n in model_names if n), ""),
-                               seconds=time.perf_counter() - started, sessions_held=self._sessions_held)
+            self._apply_hints(data, applied.shape, ctx, applied.key, None, None, None)
+        # Nothing to report: the pre-call hook reported this call (its head, drift, rules, shape),
+        # and a sink reports an unnamed session's hint events nowhere (``Sinks.transformed``).
         return data
 
     def _apply_hints(self, data, shape: str, ctx: Context, key, view, api_key_hash, team_id) -> list[Event]:
