@@ -37,6 +37,7 @@ bench: $(BIN)/.installed
 	$(BIN)/python bench/load.py
 	$(BIN)/python bench/store_calls.py
 	$(BIN)/python bench/hooks_cpu.py
+	$(BIN)/python bench/latency_cpu.py
 	$(BIN)/python bench/replicas.py --small
 
 check: $(BIN)/.installed-run

@@ -1,0 +1,129 @@
+"""Does a LiteLLM proxy's CPU per request grow with its requests' latency alone?
+
+``bench/load.py`` reads CPU added to the request path about 1.1-1.8 times over (its
+calibration hook's 2.0 ms has measured +1.9 to +3.6 ms). One explanation would be work that
+LiteLLM (or the event loop) does for as long as a request is in flight: then anything that
+makes requests slower, the plugin included, would cost CPU beyond its own. This bench tells
+that apart from the rest. Four proxies without the plugin, in front of the recording upstream,
+each with a pre-call hook (``bench/latency_hooks.py``):
+
+- ``baseline`` and ``baseline-2``: no hook (the second shows what two equal processes differ by);
+- ``sleep``: the hook awaits ``--sleep-ms`` (default 300): every request takes that much longer,
+  with no CPU spent;
+- ``burn``: the hook spends ``--burn-ms`` of CPU (default 2.0), in a loop that touches almost no
+  memory, as ``bench/load.py``'s calibration.
+
+``bench/load.py``'s 32-session waves, the proxies in shuffled order each wave; proxy CPU per
+request is user + system time of the proxy during its wave and the second after (``/proc``),
+as there. Reported: each proxy's CPU per request and p50 against ``baseline``, with two
+standard errors of the wave-by-wave difference. If CPU followed latency, ``sleep`` would
+cost more CPU than ``baseline``.
+
+    .venv/bin/python bench/latency_cpu.py [--waves 30 --sleep-ms 300 --burn-ms 2.0]
+
+Results go to bench/results/latency_cpu.json.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+
+import load  # noqa: E402  (sets the proxies' environment as for bench/load.py)
+import httpx  # noqa: E402
+from procs import Proxy, Upstream, proxy_config  # noqa: E402
+
+SESSIONS = 32
+TURNS = 10
+
+
+async def run(args) -> dict:
+    work = Path(tempfile.mkdtemp(prefix="litellm-prefix-latency-"))
+    upstream = Upstream(work)
+    config = proxy_config(upstream)
+    env = {"PYTHONUNBUFFERED": "1", "BENCH_GC_FREEZE": "1"}
+
+    def with_hook(*hooks: str) -> dict:
+        return {**config, "litellm_settings": {"callbacks": [*hooks, "proxy_gc.handler"]}}
+
+    proxies: dict[str, Proxy] = {}
+    try:
+        proxies["baseline"] = Proxy(work, with_hook(), env, name="baseline")
+        proxies["baseline-2"] = Proxy(work, with_hook(), env, name="baseline-2")
+        proxies["sleep"] = Proxy(work, with_hook("latency_hooks.sleep"),
+                                 {**env, "BENCH_SLEEP_MS": str(args.sleep_ms)}, name="sleep")
+        proxies["burn"] = Proxy(work, with_hook("latency_hooks.burn"),
+                                {**env, "BENCH_BURN_MS": str(args.burn_ms)}, name="burn")
+        for proxy in proxies.values():
+            proxy.wait_ready()
+        cpu: dict[str, list[float]] = {name: [] for name in proxies}
+        p50: dict[str, list[float]] = {name: [] for name in proxies}
+        errors = {name: 0 for name in proxies}
+        sessions: dict[str, list[load.Session]] = {}
+        limits = httpx.Limits(max_connections=4 * SESSIONS, max_keepalive_connections=0)
+        async with httpx.AsyncClient(timeout=300, limits=limits) as client:
+            for wave in range(args.waves + 1):  # wave 0 warms every proxy up, uncounted
+                order = list(proxies)
+                random.Random(wave).shuffle(order)
+                turn = wave % TURNS
+                for name in order:
+                    if turn == 0:  # fresh sessions every ten turns: prompts stay 10-30k tokens
+                        sessions[name] = [load.Session(i, SESSIONS, f"{name}.{wave}") for i in range(SESSIONS)]
+                    bodies = [s.advance(turn) for s in sessions[name]]
+                    pid = proxies[name].proc.pid
+                    before = load.group_cpu_seconds(pid)
+                    took, failed = await load.wave(client, [proxies[name]], bodies, sessions[name], turn)
+                    await asyncio.sleep(1)  # the after-response work, as in bench/load.py
+                    spent = load.group_cpu_seconds(pid) - before
+                    upstream.take()
+                    if wave:
+                        cpu[name].append(1000 * spent / len(bodies))
+                        p50[name].append(statistics.median(took) if took else float("nan"))
+                        errors[name] += failed
+                print(f"wave {wave}/{args.waves}", flush=True)
+        report: dict = {"waves": args.waves, "sessions": SESSIONS, "sleep_ms": args.sleep_ms,
+                        "burn_ms": args.burn_ms, "proxies": {}}
+        for name in proxies:
+            extra = [a - b for a, b in zip(cpu[name], cpu["baseline"])]
+            report["proxies"][name] = {
+                "cpu_ms_per_request": round(statistics.mean(cpu[name]), 2),
+                "p50_ms": round(statistics.median(p50[name]), 1),
+                "errors": errors[name],
+                "extra_cpu_ms_vs_baseline": round(statistics.mean(extra), 2),
+                "two_se_ms": round(2 * statistics.stdev(extra) / len(extra) ** 0.5, 2) if len(extra) > 1 else None,
+                "p50_vs_baseline": round(statistics.median(p50[name]) / statistics.median(p50["baseline"]), 3),
+            }
+        return report
+    finally:
+        for proxy in proxies.values():
+            proxy.stop()
+        upstream.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--waves", type=int, default=30)
+    parser.add_argument("--sleep-ms", type=float, default=300.0)
+    parser.add_argument("--burn-ms", type=float, default=2.0)
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "latency_cpu.json"))
+    args = parser.parse_args()
+    report = asyncio.run(run(args))
+    print("| proxy | CPU ms/request | vs baseline | p50 ms | p50 vs baseline | errors |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, row in report["proxies"].items():
+        print(f"| {name} | {row['cpu_ms_per_request']} | {row['extra_cpu_ms_vs_baseline']:+.2f} ms "
+              f"±{row['two_se_ms']} | {row['p50_ms']} | {row['p50_vs_baseline']}x | {row['errors']} |")
+    Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
+    print(f"written to {args.out}")
+
+
+if __name__ == "__main__":
+    main()

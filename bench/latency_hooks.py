@@ -1,0 +1,25 @@
+"""Pre-call hooks for ``bench/latency_cpu.py``: one that only waits, one that only spends CPU."""
+from __future__ import annotations
+
+import asyncio
+import os
+
+from litellm.integrations.custom_logger import CustomLogger
+
+from proxy_gc import Burn
+
+
+class Sleep(CustomLogger):
+    """Every request waits ``BENCH_SLEEP_MS`` in the pre-call hook, spending no CPU."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seconds = float(os.environ.get("BENCH_SLEEP_MS", "0")) / 1000
+
+    async def async_pre_call_hook(self, user_api_key_dict, cache, data, call_type):
+        await asyncio.sleep(self.seconds)
+        return data
+
+
+sleep = Sleep()
+burn = Burn()  # BENCH_BURN_MS of CPU per request, as bench/load.py's calibration
