@@ -1,4 +1,4 @@
-"""Does a LiteLLM proxy's CPU per request grow with its requests' latency alone?
+"""Does a LiteLLM proxy's CPU per request grow with its requests' latency alone, or with hosting the plugin?
 
 ``bench/load.py`` reads CPU added to the request path about 1.1-1.8 times over (its
 calibration hook's 2.0 ms has measured +1.9 to +3.6 ms). One explanation would be work that
@@ -11,15 +11,22 @@ each with a pre-call hook (``bench/latency_hooks.py``):
 - ``sleep``: the hook awaits ``--sleep-ms`` (default 300): every request takes that much longer,
   with no CPU spent;
 - ``burn``: the hook spends ``--burn-ms`` of CPU (default 2.0), in a loop that touches almost no
-  memory, as ``bench/load.py``'s calibration.
+  memory, as ``bench/load.py``'s calibration;
+- ``hosted-off``: the plugin (``litellm_prefix.proxy_handler``, as users configure it) loaded,
+  and switched off for the model group every request goes to (``model_info``): what hosting
+  it costs the proxy's other requests (its memos, its hooks' early returns, LiteLLM's work for
+  a callback with these hooks);
+- ``plugin``: the plugin on, store in memory, no timing wrappers (``bench/load.py`` times
+  every hook from inside).
 
 ``bench/load.py``'s 32-session waves, the proxies in shuffled order each wave; proxy CPU per
 request is user + system time of the proxy during its wave and the second after (``/proc``),
 as there. Reported: each proxy's CPU per request and p50 against ``baseline``, with two
 standard errors of the wave-by-wave difference. If CPU followed latency, ``sleep`` would
-cost more CPU than ``baseline``.
+cost more CPU than ``baseline``; if hosting the plugin cost the proxy's other requests
+something, ``hosted-off`` would.
 
-    .venv/bin/python bench/latency_cpu.py [--waves 30 --sleep-ms 300 --burn-ms 2.0]
+    .venv/bin/python bench/latency_cpu.py [--waves 40 --sleep-ms 300 --burn-ms 2.0]
 
 Results go to bench/results/latency_cpu.json.
 """
@@ -43,6 +50,7 @@ from procs import Proxy, Upstream, proxy_config  # noqa: E402
 
 SESSIONS = 32
 TURNS = 10
+SESSION_GROUP = "chat-model"  # the model group bench/load.py's sessions send to
 
 
 async def run(args) -> dict:
@@ -62,11 +70,19 @@ async def run(args) -> dict:
                                  {**env, "BENCH_SLEEP_MS": str(args.sleep_ms)}, name="sleep")
         proxies["burn"] = Proxy(work, with_hook("latency_hooks.burn"),
                                 {**env, "BENCH_BURN_MS": str(args.burn_ms)}, name="burn")
+        off = with_hook("litellm_prefix.proxy_handler")
+        off["model_list"] = [{**m, "model_info": {**m.get("model_info", {}), "litellm_prefix": {"enabled": False}}}
+                             if m["model_name"] == SESSION_GROUP else m for m in off["model_list"]]
+        proxies["hosted-off"] = Proxy(work, off, env, name="hosted-off")
+        proxies["plugin"] = Proxy(work, with_hook("litellm_prefix.proxy_handler"), env, name="plugin")
         for proxy in proxies.values():
             proxy.wait_ready()
         cpu: dict[str, list[float]] = {name: [] for name in proxies}
         p50: dict[str, list[float]] = {name: [] for name in proxies}
         errors = {name: 0 for name in proxies}
+        # Upstream heads per session: the plugin's proxy sends one per session, the others the
+        # client's (three: the sessions' memory flip), so each row shows the plugin was on or off.
+        heads: dict[str, dict[str, set[str]]] = {name: {} for name in proxies}
         sessions: dict[str, list[load.Session]] = {}
         limits = httpx.Limits(max_connections=4 * SESSIONS, max_keepalive_connections=0)
         async with httpx.AsyncClient(timeout=300, limits=limits) as client:
@@ -83,7 +99,10 @@ async def run(args) -> dict:
                     took, failed = await load.wave(client, [proxies[name]], bodies, sessions[name], turn)
                     await asyncio.sleep(1)  # the after-response work, as in bench/load.py
                     spent = load.group_cpu_seconds(pid) - before
-                    upstream.take()
+                    for record in upstream.take():
+                        body = json.loads(record["body"])
+                        tag = next((s.tag for s in sessions[name] if s.tag in record["body"]), "")
+                        heads[name].setdefault(tag, set()).add(load.head_of(body))
                     if wave:
                         cpu[name].append(1000 * spent / len(bodies))
                         p50[name].append(statistics.median(took) if took else float("nan"))
@@ -100,6 +119,7 @@ async def run(args) -> dict:
                 "extra_cpu_ms_vs_baseline": round(statistics.mean(extra), 2),
                 "two_se_ms": round(2 * statistics.stdev(extra) / len(extra) ** 0.5, 2) if len(extra) > 1 else None,
                 "p50_vs_baseline": round(statistics.median(p50[name]) / statistics.median(p50["baseline"]), 3),
+                "most_heads_in_a_session": max((len(h) for h in heads[name].values()), default=0),
             }
         return report
     finally:
@@ -110,17 +130,18 @@ async def run(args) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--waves", type=int, default=30)
+    parser.add_argument("--waves", type=int, default=40)
     parser.add_argument("--sleep-ms", type=float, default=300.0)
     parser.add_argument("--burn-ms", type=float, default=2.0)
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "latency_cpu.json"))
     args = parser.parse_args()
     report = asyncio.run(run(args))
-    print("| proxy | CPU ms/request | vs baseline | p50 ms | p50 vs baseline | errors |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print("| proxy | CPU ms/request | vs baseline | p50 ms | p50 vs baseline | errors | heads per session |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for name, row in report["proxies"].items():
         print(f"| {name} | {row['cpu_ms_per_request']} | {row['extra_cpu_ms_vs_baseline']:+.2f} ms "
-              f"±{row['two_se_ms']} | {row['p50_ms']} | {row['p50_vs_baseline']}x | {row['errors']} |")
+              f"±{row['two_se_ms']} | {row['p50_ms']} | {row['p50_vs_baseline']}x | {row['errors']} "
+              f"| {row['most_heads_in_a_session']} |")
     Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
     print(f"written to {args.out}")
 
