@@ -21,14 +21,18 @@ each with a pre-call hook (``bench/latency_hooks.py``):
 
 ``bench/load.py``'s 32-session waves, the proxies in shuffled order each wave; proxy CPU per
 request is user + system time of the proxy during its wave and the second after (``/proc``),
-as there. Reported: each proxy's CPU per request and p50 against ``baseline``, with two
-standard errors of the wave-by-wave difference. If CPU followed latency, ``sleep`` would
+as there. ``--plain-only`` runs three plain proxies instead, the third serving two groups of
+sessions (``twice-a``, ``twice-b``) as ``bench/load.py``'s memory proxy serves ``memory`` and
+``memory-off``: what identical processes differ by over a whole run. Reported: each row's
+CPU per request and p50 against ``baseline``, with two standard errors of the wave-by-wave
+difference (which takes the waves as independent: an offset a process keeps for the whole
+run is not in it). If CPU followed latency, ``sleep`` would
 cost more CPU than ``baseline``; if hosting the plugin cost the proxy's other requests
 something, ``hosted-off`` would.
 
-    .venv/bin/python bench/latency_cpu.py [--waves 40 --sleep-ms 300 --burn-ms 2.0]
+    .venv/bin/python bench/latency_cpu.py [--waves 40 --sleep-ms 300 --burn-ms 2.0] [--plain-only]
 
-Results go to bench/results/latency_cpu.json.
+Results go to bench/results/latency_cpu.json (``--plain-only``: latency_cpu_plain.json).
 """
 from __future__ import annotations
 
@@ -53,6 +57,13 @@ TURNS = 10
 SESSION_GROUP = "chat-model"  # the model group bench/load.py's sessions send to
 
 
+def switched_off(config: dict) -> dict:
+    """``config`` with the plugin switched off (``model_info``) for the sessions' model group."""
+    return {**config, "model_list": [
+        {**m, "model_info": {**m.get("model_info", {}), "litellm_prefix": {"enabled": False}}}
+        if m["model_name"] == SESSION_GROUP else m for m in config["model_list"]]}
+
+
 async def run(args) -> dict:
     work = Path(tempfile.mkdtemp(prefix="litellm-prefix-latency-"))
     upstream = Upstream(work)
@@ -66,37 +77,44 @@ async def run(args) -> dict:
     try:
         proxies["baseline"] = Proxy(work, with_hook(), env, name="baseline")
         proxies["baseline-2"] = Proxy(work, with_hook(), env, name="baseline-2")
-        proxies["sleep"] = Proxy(work, with_hook("latency_hooks.sleep"),
-                                 {**env, "BENCH_SLEEP_MS": str(args.sleep_ms)}, name="sleep")
-        proxies["burn"] = Proxy(work, with_hook("latency_hooks.burn"),
-                                {**env, "BENCH_BURN_MS": str(args.burn_ms)}, name="burn")
-        off = with_hook("litellm_prefix.proxy_handler")
-        off["model_list"] = [{**m, "model_info": {**m.get("model_info", {}), "litellm_prefix": {"enabled": False}}}
-                             if m["model_name"] == SESSION_GROUP else m for m in off["model_list"]]
-        proxies["hosted-off"] = Proxy(work, off, env, name="hosted-off")
-        proxies["plugin"] = Proxy(work, with_hook("litellm_prefix.proxy_handler"), env, name="plugin")
+        # Rows: each sends its own sessions to one proxy (``twice-a``/``twice-b``: two groups of
+        # sessions to one plain proxy, as bench/load.py's memory proxy serves two).
+        rows = {"baseline": "baseline", "baseline-2": "baseline-2"}
+        if args.plain_only:
+            proxies["twice"] = Proxy(work, with_hook(), env, name="twice")
+            rows.update({"twice-a": "twice", "twice-b": "twice"})
+        else:
+            proxies["sleep"] = Proxy(work, with_hook("latency_hooks.sleep"),
+                                     {**env, "BENCH_SLEEP_MS": str(args.sleep_ms)}, name="sleep")
+            proxies["burn"] = Proxy(work, with_hook("latency_hooks.burn"),
+                                    {**env, "BENCH_BURN_MS": str(args.burn_ms)}, name="burn")
+            proxies["hosted-off"] = Proxy(work, switched_off(with_hook("litellm_prefix.proxy_handler")), env,
+                                          name="hosted-off")
+            proxies["plugin"] = Proxy(work, with_hook("litellm_prefix.proxy_handler"), env, name="plugin")
+            rows.update({name: name for name in ("sleep", "burn", "hosted-off", "plugin")})
         for proxy in proxies.values():
             proxy.wait_ready()
-        cpu: dict[str, list[float]] = {name: [] for name in proxies}
-        p50: dict[str, list[float]] = {name: [] for name in proxies}
-        errors = {name: 0 for name in proxies}
+        cpu: dict[str, list[float]] = {name: [] for name in rows}
+        p50: dict[str, list[float]] = {name: [] for name in rows}
+        errors = {name: 0 for name in rows}
         # Upstream heads per session: the plugin's proxy sends one per session, the others the
         # client's (three: the sessions' memory flip), so each row shows the plugin was on or off.
-        heads: dict[str, dict[str, set[str]]] = {name: {} for name in proxies}
+        heads: dict[str, dict[str, set[str]]] = {name: {} for name in rows}
         sessions: dict[str, list[load.Session]] = {}
         limits = httpx.Limits(max_connections=4 * SESSIONS, max_keepalive_connections=0)
         async with httpx.AsyncClient(timeout=300, limits=limits) as client:
             for wave in range(args.waves + 1):  # wave 0 warms every proxy up, uncounted
-                order = list(proxies)
+                order = list(rows)
                 random.Random(wave).shuffle(order)
                 turn = wave % TURNS
                 for name in order:
                     if turn == 0:  # fresh sessions every ten turns: prompts stay 10-30k tokens
                         sessions[name] = [load.Session(i, SESSIONS, f"{name}.{wave}") for i in range(SESSIONS)]
                     bodies = [s.advance(turn) for s in sessions[name]]
-                    pid = proxies[name].proc.pid
+                    proxy = proxies[rows[name]]
+                    pid = proxy.proc.pid
                     before = load.group_cpu_seconds(pid)
-                    took, failed = await load.wave(client, [proxies[name]], bodies, sessions[name], turn)
+                    took, failed = await load.wave(client, [proxy], bodies, sessions[name], turn)
                     await asyncio.sleep(1)  # the after-response work, as in bench/load.py
                     spent = load.group_cpu_seconds(pid) - before
                     for record in upstream.take():
@@ -109,8 +127,8 @@ async def run(args) -> dict:
                         errors[name] += failed
                 print(f"wave {wave}/{args.waves}", flush=True)
         report: dict = {"waves": args.waves, "sessions": SESSIONS, "sleep_ms": args.sleep_ms,
-                        "burn_ms": args.burn_ms, "proxies": {}}
-        for name in proxies:
+                        "burn_ms": args.burn_ms, "plain_only": args.plain_only, "proxies": {}}
+        for name in rows:
             extra = [a - b for a, b in zip(cpu[name], cpu["baseline"])]
             report["proxies"][name] = {
                 "cpu_ms_per_request": round(statistics.mean(cpu[name]), 2),
@@ -133,10 +151,16 @@ def main() -> None:
     parser.add_argument("--waves", type=int, default=40)
     parser.add_argument("--sleep-ms", type=float, default=300.0)
     parser.add_argument("--burn-ms", type=float, default=2.0)
-    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "latency_cpu.json"))
+    parser.add_argument("--plain-only", action="store_true",
+                        help="three plain proxies, the third serving two groups of sessions (twice-a, twice-b): "
+                             "what identical processes differ by over a whole run")
+    parser.add_argument("--out", default=None)
     args = parser.parse_args()
+    if args.out is None:
+        name = "latency_cpu_plain.json" if args.plain_only else "latency_cpu.json"
+        args.out = str(ROOT / "bench" / "results" / name)
     report = asyncio.run(run(args))
-    print("| proxy | CPU ms/request | vs baseline | p50 ms | p50 vs baseline | errors | heads per session |")
+    print("| row | CPU ms/request | vs baseline | p50 ms | p50 vs baseline | errors | heads per session |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for name, row in report["proxies"].items():
         print(f"| {name} | {row['cpu_ms_per_request']} | {row['extra_cpu_ms_vs_baseline']:+.2f} ms "

@@ -138,3 +138,14 @@ def test_latency_cpu_s_hooks_wait_without_cpu_and_burn_without_waiting(monkeypat
             assert wall >= 0.08 and cpu < 0.04, (wall, cpu)
         else:
             assert cpu >= 0.02, (wall, cpu)
+
+
+def test_latency_cpu_switches_the_plugin_off_for_the_sessions_group_only():
+    latency_cpu = load_bench("latency_cpu")
+    config = {"model_list": [
+        {"model_name": "chat-model", "litellm_params": {"model": "openai/x"}, "model_info": {"mode": "chat"}},
+        {"model_name": "other", "litellm_params": {"model": "openai/y"}}]}
+    off = latency_cpu.switched_off(config)
+    assert off["model_list"][0]["model_info"] == {"mode": "chat", "litellm_prefix": {"enabled": False}}
+    assert off["model_list"][1] == config["model_list"][1]
+    assert config["model_list"][0]["model_info"] == {"mode": "chat"}  # the original is left as it was
