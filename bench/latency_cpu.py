@@ -4,8 +4,8 @@
 calibration hook's 2.0 ms has measured +1.9 to +3.6 ms). One explanation would be work that
 LiteLLM (or the event loop) does for as long as a request is in flight: then anything that
 makes requests slower, the plugin included, would cost CPU beyond its own. This bench tells
-that apart from the rest. Four proxies without the plugin, in front of the recording upstream,
-each with a pre-call hook (``bench/latency_hooks.py``):
+that apart from the rest. Six proxies in front of the recording upstream (the hooks:
+``bench/latency_hooks.py``, ``bench/proxy_gc.py``):
 
 - ``baseline`` and ``baseline-2``: no hook (the second shows what two equal processes differ by);
 - ``sleep``: the hook awaits ``--sleep-ms`` (default 300): every request takes that much longer,
@@ -86,7 +86,7 @@ async def run(args) -> dict:
         else:
             proxies["sleep"] = Proxy(work, with_hook("latency_hooks.sleep"),
                                      {**env, "BENCH_SLEEP_MS": str(args.sleep_ms)}, name="sleep")
-            proxies["burn"] = Proxy(work, with_hook("latency_hooks.burn"),
+            proxies["burn"] = Proxy(work, with_hook("proxy_gc.calibration"),
                                     {**env, "BENCH_BURN_MS": str(args.burn_ms)}, name="burn")
             proxies["hosted-off"] = Proxy(work, switched_off(with_hook("litellm_prefix.proxy_handler")), env,
                                           name="hosted-off")

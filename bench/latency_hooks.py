@@ -1,12 +1,11 @@
-"""Pre-call hooks for ``bench/latency_cpu.py``: one that only waits, one that only spends CPU."""
+"""``bench/latency_cpu.py``'s hook that only waits (its hook that only spends CPU is
+``proxy_gc.calibration``)."""
 from __future__ import annotations
 
 import asyncio
 import os
 
 from litellm.integrations.custom_logger import CustomLogger
-
-from proxy_gc import Burn
 
 
 class Sleep(CustomLogger):
@@ -22,4 +21,3 @@ class Sleep(CustomLogger):
 
 
 sleep = Sleep()
-burn = Burn()  # BENCH_BURN_MS of CPU per request, as bench/load.py's calibration
