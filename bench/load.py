@@ -22,7 +22,9 @@ ratios at -7% to +5% (each ±7-12%): what one run resolves between identical pro
 - ``memory-off``: the ``memory`` proxy itself, sessions of its own sent to a second model
   group for the same upstream with the plugin switched off for it
   (``model_info.litellm_prefix.enabled: false``): ``memory`` against it is a comparison
-  within one process (reported as ``same_process``), free of whatever two processes differ by.
+  within one process (reported as ``same_process``), free of whatever two processes differ by
+  (not of what the plugin at work may cost that process's other requests: memory-off has read
+  1.2-1.6 ms above ``baseline`` in every run so far, so this comparison likely reads low).
 
 - ``calibration``: a proxy without the plugin whose pre-call hook spends a known CPU time
   per request (``--calibration-ms``, default 2.0; ``bench/proxy_gc.py``), measured like
