@@ -96,13 +96,18 @@ import httpx  # noqa: E402
 from procs import Proxy, RedisServer, Upstream, proxy_config  # noqa: E402
 from sessions import PiClient, memory_flip_turn  # noqa: E402
 
-CONFIGS = ("baseline", "memory", "memory-off", "redis", "baseline-2", "replicas", "calibration")
+CONFIGS = ("baseline", "memory", "memory-off", "redis", "redis-off", "baseline-2", "replicas", "replicas-off",
+           "calibration", "calibration-off")
 AGAINST = {"memory": "baseline", "redis": "baseline", "replicas": "baseline-2", "calibration": "baseline"}
-# The same proxy process with the plugin switched off for the model group of the other's requests.
-SAME_PROCESS = {"memory": "memory-off"}
+# The same proxy processes, sessions of their own sent to the model group that switches the
+# plugin off (the calibration hook off): the target is read against these (module docstring).
+SAME_PROCESS = {"memory": "memory-off", "redis": "redis-off", "replicas": "replicas-off",
+                "calibration": "calibration-off"}
 OFF_GROUP = "chat-model-off"
 PLUGIN = ("memory", "redis", "replicas")
-REDIS_CONFIGS = ("redis", "replicas")
+REDIS_CONFIGS = ("redis", "redis-off", "replicas", "replicas-off")  # Redis calls counted (none when off)
+# Waves sent back to back, in either order: a configuration and its switched-off twin.
+UNITS = (("baseline",), ("baseline-2",), *((c, off) for c, off in SAME_PROCESS.items()))
 REDIS_PROXIES = ("redis-a", "redis-b", "redis-c")  # redis-a serves ``redis``, the other two ``replicas``
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -141,7 +146,13 @@ def listen_overflows() -> int | None:
 
 def group_cpu_seconds(pgid: int) -> float:
     """User + system CPU of every process in a process group (the proxy and any children)."""
-    total = 0
+    return group_counters(pgid)[0]
+
+
+def group_counters(pgid: int) -> tuple[float, float, float, int]:
+    """(user + system CPU s, user CPU s, system CPU s, minor page faults) of every process in a
+    process group (the proxy and any children)."""
+    user = system = faults = 0
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -150,9 +161,9 @@ def group_cpu_seconds(pgid: int) -> float:
                 fields = fh.read().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if int(fields[2]) == pgid:  # fields after the command: state ppid pgrp ... utime(11) stime(12)
-            total += int(fields[11]) + int(fields[12])
-    return total / CLOCK_TICKS
+        if int(fields[2]) == pgid:  # fields after the command: state ppid pgrp ... minflt(7) utime(11) stime(12)
+            user, system, faults = user + int(fields[11]), system + int(fields[12]), faults + int(fields[7])
+    return (user + system) / CLOCK_TICKS, user / CLOCK_TICKS, system / CLOCK_TICKS, faults
 
 
 class Session:
@@ -263,21 +274,23 @@ async def run(args) -> dict:
         for name in REDIS_PROXIES:
             proxies[name] = Proxy(work, base_config, {**shared, **timed[name]}, name=name)
         calibrated = {**plain, "litellm_settings": {"callbacks": ["proxy_gc.calibration", "proxy_gc.handler"]}}
-        proxies["calibration"] = Proxy(work, calibrated, {**env, "BENCH_BURN_MS": str(args.calibration_ms)},
-                                       name="calibration")
+        proxies["calibration"] = Proxy(work, calibrated, {**env, "BENCH_BURN_MS": str(args.calibration_ms),
+                                                          "BENCH_BURN_SKIP_MODEL": OFF_GROUP}, name="calibration")
         for proxy in proxies.values():
             proxy.wait_ready()
         print(f"{len(proxies)} proxies ready in {time.monotonic() - started:.0f} s", flush=True)
-        targets = {"baseline": [proxies["baseline"]], "memory": [proxies["memory"]], "memory-off": [proxies["memory"]],
+        targets = {"baseline": [proxies["baseline"]], "memory": [proxies["memory"]],
                    "baseline-2": [proxies["baseline-b"], proxies["baseline-c"]],
                    "redis": [proxies["redis-a"]], "replicas": [proxies["redis-b"], proxies["redis-c"]],
                    "calibration": [proxies["calibration"]]}
+        targets.update({off: targets[config] for config, off in SAME_PROCESS.items()})
         # ``--rounds``: the same 10-turn workload again with fresh sessions, for more waves per
         # configuration (one configuration's CPU moves ±15-25% from wave to wave).
-        sessions = {c: [Session(i, args.sessions, c if r == 0 else f"{c}.{r}", OFF_GROUP if c == "memory-off" else None)
+        sessions = {c: [Session(i, args.sessions, c if r == 0 else f"{c}.{r}", OFF_GROUP if c in SAME_PROCESS.values() else None)
                         for r in range(args.rounds) for i in range(args.sessions)] for c in CONFIGS}
         latencies = {c: [] for c in CONFIGS}
         cpu = {c: 0.0 for c in CONFIGS}
+        split = {c: [0.0, 0.0, 0] for c in CONFIGS}  # user s, system s, minor page faults
         per_turn: dict[str, list[tuple[float, float]]] = {c: [] for c in CONFIGS}  # (wave p50 ms, CPU s)
         plugin_cpu = {c: [0.0, 0.0] for c in CONFIGS}  # requests, seconds: inside the plugin's hooks
         errors = {c: 0 for c in CONFIGS}
@@ -299,13 +312,18 @@ async def run(args) -> dict:
             warm_up_fallbacks = {name: fallback_lines([proxies[name]]) for name in REDIS_PROXIES}
             overflows_before = listen_overflows()
             for round_, turn in ((r, t) for r in range(args.rounds) for t in range(args.turns)):
-                order = list(CONFIGS)
-                random.Random(round_ * 1000 + turn).shuffle(order)  # every configuration runs early and late
+                # Every configuration runs early and late; its switched-off twin right before or after it.
+                shuffler = random.Random(round_ * 1000 + turn)
+                units = [list(unit) for unit in UNITS]
+                shuffler.shuffle(units)
+                for unit in units:
+                    shuffler.shuffle(unit)
+                order = [config for unit in units for config in unit]
                 for config in order:
                     group = sessions[config][round_ * args.sessions:(round_ + 1) * args.sessions]
                     bodies = [s.advance(turn) for s in group]
                     groups = [p.proc.pid for p in targets[config]]
-                    cpu_before = sum(group_cpu_seconds(g) for g in groups)
+                    counters_before = [group_counters(g) for g in groups]
                     inside_before = [plugin_cpu_of(p) for p in targets[config]]
                     evalsha_before = redis_evalsha(redis_server) if config in REDIS_CONFIGS else 0
                     took, failed = await wave(client, targets[config], bodies, group, turn)
@@ -313,7 +331,11 @@ async def run(args) -> dict:
                     # once the responses are out: it belongs to this wave's requests, so the CPU is read
                     # once it is done.
                     await asyncio.sleep(1)
-                    spent = sum(group_cpu_seconds(g) for g in groups) - cpu_before
+                    counted = [[a - b for a, b in zip(after, before)]
+                               for after, before in zip((group_counters(g) for g in groups), counters_before)]
+                    spent = sum(c[0] for c in counted)
+                    for i in range(3):
+                        split[config][i] += sum(c[i + 1] for c in counted)
                     for proxy, before in zip(targets[config], inside_before):
                         after = plugin_cpu_of(proxy)
                         plugin_cpu[config][0] += after[0] - before[0]
@@ -350,6 +372,10 @@ async def run(args) -> dict:
                 "p50_ms": statistics.median(latencies[config]) if latencies[config] else None,
                 "p90_ms": percentile(latencies[config], 0.9) if latencies[config] else None,
                 "cpu_ms_per_request": 1000 * cpu[config] / requests,
+                # Where the CPU goes in the kernel's accounting: a page fault is system time.
+                "user_ms_per_request": 1000 * split[config][0] / requests,
+                "system_ms_per_request": 1000 * split[config][1] / requests,
+                "minor_faults_per_request": split[config][2] / requests,
                 "errors": errors[config],
                 "nothing_lost": not lost,
                 "prefix_monotone": monotone,
@@ -397,12 +423,24 @@ async def run(args) -> dict:
         calibration = report["configs"]["calibration"]
         calibration["known_extra_ms"] = args.calibration_ms
         calibration["measured_extra_ms"] = calibration["cpu_ms_per_request"] - report["configs"]["baseline"]["cpu_ms_per_request"]
+        calibration["measured_extra_ms_same_process"] = calibration["same_process"]["extra_cpu_ms_per_request"]
         return report
     finally:
         for proxy in proxies.values():
             proxy.stop()
         redis_server.stop()
         upstream.stop()
+
+
+def _cpu_cell(e: dict) -> str:
+    if "cpu_ratio" not in e:
+        return "-"
+    return (f"{(e['cpu_ratio'] - 1) * 100:+.0f}% ±{e.get('cpu_ratio_two_se', float('nan')) * 100:.0f}% "
+            f"({(e['cpu_ratio_turn_median'] - 1) * 100:+.0f}%)")
+
+
+def _p50_cell(e: dict) -> str:
+    return f"{e['p50_ratio']:.2f}x ({e['p50_ratio_turn_median']:.2f}x)" if "p50_ratio" in e else "-"
 
 
 def _ratios(entry: dict, base: dict, turns: list[tuple[float, float]], base_turns: list[tuple[float, float]]) -> dict:
@@ -455,35 +493,38 @@ def main() -> None:
     print(f"\n{args.sessions} concurrent sessions x {args.turns} turns"
           + (f", {args.rounds} rounds of fresh sessions" if args.rounds > 1 else "") + ", one run "
           f"({report['machine']['seconds']} s, {os.cpu_count()} CPUs):")
-    print("| config | p50 ms | p90 ms | p50 vs without plugin | proxy CPU ms/request | CPU vs without | errors | "
-          "Redis calls/request | heads per session | heads stable |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| config | p50 ms | p90 ms | proxy CPU ms/request | **CPU vs same process, off** | **p50 vs same "
+          "process, off** | CPU vs another process without | p50 vs it | errors | Redis calls/request | "
+          "heads per session | heads stable |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for config, e in report["configs"].items():
-        ratio = f"{e['p50_ratio']:.2f}x ({e['p50_ratio_turn_median']:.2f}x)" if "p50_ratio" in e else "-"
-        cpu_ratio = (f"{(e['cpu_ratio'] - 1) * 100:+.0f}% ±{e.get('cpu_ratio_two_se', float('nan')) * 100:.0f}% "
-                     f"({(e['cpu_ratio_turn_median'] - 1) * 100:+.0f}%)" if "cpu_ratio" in e else "-")
+        same = e.get("same_process") or {}
         calls = f"{e['redis_calls_per_request']:.2f}" if "redis_calls_per_request" in e else "-"
         stable = {True: "yes", False: "NO"}.get(e.get("heads_stable"), "-")
-        print(f"| {config} | {e['p50_ms']:.0f} | {e['p90_ms']:.0f} | {ratio} | {e['cpu_ms_per_request']:.1f} | "
-              f"{cpu_ratio} | {e['errors']} | {calls} | {e['most_heads_in_a_session']} | {stable} |")
+        print(f"| {config} | {e['p50_ms']:.0f} | {e['p90_ms']:.0f} | {e['cpu_ms_per_request']:.1f} | "
+              f"{_cpu_cell(same)} | {_p50_cell(same)} | {_cpu_cell(e)} | {_p50_cell(e)} | {e['errors']} | {calls} | "
+              f"{e['most_heads_in_a_session']} | {stable} |")
     print("(±: two standard errors of the CPU difference, turn by turn; in brackets: the median "
           "over the turns of the same ratio, turn by turn)")
+    print("user / system CPU ms and minor page faults per request: " + "; ".join(
+        f"{c} {e['user_ms_per_request']:.1f} / {e['system_ms_per_request']:.1f}, {e['minor_faults_per_request']:.0f}"
+        for c, e in report["configs"].items()))
     print("\nThe plugin's hooks inside the proxy (thread CPU, every hook of the call), per request:")
     for config, e in report["configs"].items():
         if "plugin_hooks_cpu_ms_per_request" in e:
             print(f"  {config}: {e['plugin_hooks_cpu_ms_per_request']:.2f} ms, "
                   f"{100 * e['plugin_hooks_vs_rest_of_proxy']:+.1f}% on the rest of the proxy's CPU")
-    for config, e in report["configs"].items():
-        same = e.get("same_process")
-        if same:
-            print(f"  {config} against the same process's requests with the plugin off for their model group "
-                  f"({same['against']}): CPU {(same['cpu_ratio'] - 1) * 100:+.0f}% ±{same['cpu_ratio_two_se'] * 100:.0f}% "
-                  f"({(same['cpu_ratio_turn_median'] - 1) * 100:+.0f}%), p50 {same['p50_ratio']:.2f}x")
+    offs = [c for c in SAME_PROCESS.values() if c != "calibration-off"]
+    print("the switched-off requests of the plugin's processes against the proxy without the plugin (what two "
+          "processes differ by, and any cost the plugin's work puts on its process's other requests): " + ", ".join(
+              f"{c} {report['configs'][c]['cpu_ms_per_request'] - report['configs'][base]['cpu_ms_per_request']:+.1f} ms"
+              for c, base in zip(offs, ("baseline", "baseline", "baseline-2"))))
     plugin = [e for c, e in report["configs"].items() if c in PLUGIN]
     cal = report["configs"]["calibration"]
     print(f"calibration (a hook known to spend {cal['known_extra_ms']:.1f} ms of CPU per request, no plugin): "
-          f"measured {cal['measured_extra_ms']:+.1f} ms per request ({(cal['cpu_ratio'] - 1) * 100:+.0f}%, "
-          f"turn median {(cal['cpu_ratio_turn_median'] - 1) * 100:+.0f}%)")
+          f"measured {cal['measured_extra_ms_same_process']:+.1f} ms per request against the same process "
+          f"({(cal['same_process']['cpu_ratio'] - 1) * 100:+.0f}%), {cal['measured_extra_ms']:+.1f} ms against "
+          f"another process ({(cal['cpu_ratio'] - 1) * 100:+.0f}%)")
     print(f"store fallbacks logged (redis proxies): {report['store_fallbacks']} during the run, "
           f"{report['store_fallbacks_warm_up']} in the warm-up (a stopped Redis afterwards: "
           f"detected {report['fallback_check']['detected']}, errors {report['fallback_check']['errors']}); nothing lost: "

@@ -72,11 +72,17 @@ handler = ProxyGc()
 
 
 class Burn(CustomLogger):
+    """Spends ``BENCH_BURN_MS`` of thread CPU in the pre-call hook, except for requests to the
+    model group ``BENCH_BURN_SKIP_MODEL`` names (the same process without the known cost)."""
+
     def __init__(self) -> None:
         super().__init__()
         self.seconds = float(os.environ.get("BENCH_BURN_MS", "0")) / 1000
+        self.skip = os.environ.get("BENCH_BURN_SKIP_MODEL") or None
 
     async def async_pre_call_hook(self, user_api_key_dict, cache, data, call_type):
+        if self.skip is not None and data.get("model") == self.skip:
+            return data
         until = time.thread_time() + self.seconds
         spin = 0
         while time.thread_time() < until:

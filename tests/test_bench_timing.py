@@ -116,7 +116,8 @@ def test_the_same_process_comparison_sends_its_sessions_to_the_switched_off_grou
     on = json.loads(load.Session(0, 2, "t").advance(0))
     assert off["model"] == load.OFF_GROUP != on["model"] == "chat-model"
     assert off["messages"] == on["messages"]
-    assert load.SAME_PROCESS == {"memory": "memory-off"} and "memory-off" in load.CONFIGS
+    assert set(load.SAME_PROCESS) == {*load.PLUGIN, "calibration"}
+    assert all(off in load.CONFIGS and off.endswith("-off") for off in load.SAME_PROCESS.values())
 
 
 def test_latency_cpu_s_hooks_wait_without_cpu_and_burn_without_waiting(monkeypatch, proxy_gc):
@@ -150,3 +151,19 @@ def test_latency_cpu_switches_the_plugin_off_for_the_sessions_group_only():
     assert off["model_list"][0]["model_info"] == {"mode": "chat", "litellm_prefix": {"enabled": False}}
     assert off["model_list"][1] == config["model_list"][1]
     assert config["model_list"][0]["model_info"] == {"mode": "chat"}  # the original is left as it was
+
+
+def test_the_calibration_hook_spares_the_group_it_is_told_to_skip(monkeypatch, proxy_gc):
+    """bench/load.py's ``calibration-off`` wave goes to the calibration proxy itself: its known cost
+    is read against the same process, so the burning hook must skip that group and only that one."""
+    import time
+
+    monkeypatch.setenv("BENCH_BURN_MS", "20")
+    monkeypatch.setenv("BENCH_BURN_SKIP_MODEL", "chat-model-off")
+    burn = proxy_gc.Burn()
+    for model, burns in (("chat-model-off", False), ("chat-model", True)):
+        data = {"model": model, "messages": [{"role": "user", "content": "hi"}]}
+        cpu = time.thread_time()
+        assert asyncio.run(burn.async_pre_call_hook(None, None, data, "acompletion")) is data
+        cpu = time.thread_time() - cpu
+        assert (cpu >= 0.02) == burns, (model, cpu)
