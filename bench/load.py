@@ -11,38 +11,42 @@ LiteLLM proxy processes in front of the recording upstream:
   virtualenv), default time budget (``storeTimeoutMs`` 50);
 - ``replicas``: two proxies with the plugin sharing that Redis, each session's turns
   alternating between them, against ``baseline-2``: two proxies without the plugin
-  taking turns the same way (two processes share a wave, so they compare with two).
-
-Each configuration but ``memory-off`` (below) has proxy processes of its own (eight in all):
-a proxy that also served another configuration's waves could come to its own wave warmer
-(connections, LiteLLM's short-lived caches) than one that had been idle since its last. With the plugin switched
-off in every proxy (``LITELLM_PREFIX=0``) and a 0 ms calibration, one run read the five
-ratios at -7% to +5% (each ±7-12%): what one run resolves between identical processes.
-
-- ``memory-off``: the ``memory`` proxy itself, sessions of its own sent to a second model
-  group for the same upstream with the plugin switched off for it
-  (``model_info.litellm_prefix.enabled: false``): ``memory`` against it is a comparison
-  within one process (reported as ``same_process``), free of whatever two processes differ by
-  (not of what the plugin at work may cost that process's other requests: memory-off has read
-  1.2-1.6 ms above ``baseline`` in every run so far, so this comparison likely reads low).
-
+  taking turns the same way (two processes share a wave, so they compare with two);
 - ``calibration``: a proxy without the plugin whose pre-call hook spends a known CPU time
   per request (``--calibration-ms``, default 2.0; ``bench/proxy_gc.py``), measured like
-  the plugin: on a shared machine one run's CPU ratios move by several percent either way,
-  and this row shows by how much in the same run.
+  the plugin.
+
+Each of the last four has a switched-off twin, ``memory-off``, ``redis-off``,
+``replicas-off`` and ``calibration-off``: sessions of their own sent by the same proxy
+processes to a second model group for the same upstream, for which the plugin is switched
+off (``model_info.litellm_prefix.enabled: false``; the calibration hook skips that group).
+The target (CPU per request +10% at most, p50 1.10x at most) is printed against the twin,
+the ``CPU vs same process, off`` and ``p50 vs same process, off`` columns (the same process
+with and without the plugin's work, its two waves sent back to back in either order), and
+against another process without the plugin, as the issue that set it reads it. Two
+processes differ by about the target: in a four-round run two plain proxies read 19.05
+ms per request against a third's 17.02 (+12%, no plugin anywhere), while ``memory`` minus
+``memory-off``, round by round, followed the plugin's own hook time and both moved together
+against ``baseline``. The process-against-process columns (``CPU vs another process
+without``) read against ``baseline``, or ``baseline-2`` for the replicas; also printed is
+what each twin costs against the proxy without the plugin: what two processes differ by,
+plus any cost the plugin's work puts on its process's other requests. The switched-off
+group still runs the hooks' early return (0.14-0.2 ms per request with the timing wrappers,
+printed), so the same-process reading is low by about that much.
+
+Each configuration has proxy processes of its own (eight in all): a proxy that also served
+another configuration's waves could come to its own wave warmer (connections, LiteLLM's
+short-lived caches) than one that had been idle since its last.
 
 Measured inside the proxies with the plugin, wave by wave: the thread CPU of every plugin
 hook of each call (``proxy_gc.timed``, the plugin as the proxy builds it with each hook
 timed; the steps of a hook only, not the other requests the event loop runs while one
-waits on Redis), against the rest of the same proxy's CPU in the same waves. This is the
-plugin's own share of the proxy's CPU: a machine that slows down for a few seconds slows
-both sides of that ratio alike, while the ratio of two processes' CPU moves by several
-percent from run to run on a shared 2-CPU machine (the ``calibration`` row shows it: a known
-2.0 ms hook has measured +1.9 to +3.6 ms in four-round runs). The target (CPU per request
-+10% at most, p50 1.10x at most) is read process against process, the ``CPU vs without``
-and ``p50 vs without`` columns; the share shows how much of that difference is the plugin's
-own steps, and the rest is what the process does more around them (its collector, and CPU
-the machine reads over: ``bench/latency_cpu.py``).
+waits on Redis), against the rest of the same proxy's CPU in the same waves: the plugin's
+own share, and how much of the difference is its own steps. CPU added to the request path
+can read over in the proxy's total, in the same process too: the calibration hook's 2.0 ms
+read +2.7 ms against its twin in one run and +2.0 ms in the next (the rest is the process
+doing its other work dearer; not latency, not hosting a hook: ``bench/latency_cpu.py``). The user and system split and the
+minor page faults per request are reported too (``/proc``).
 
 Every proxy, with the plugin or without, also loads ``bench/proxy_gc.py``: its start-up heap
 is frozen at the first request (a full collection of a LiteLLM proxy's heap costs ~0.5 s of
@@ -50,8 +54,9 @@ CPU and lands in an arbitrary wave, in any configuration), and its collections a
 and reported (``--no-freeze``: left to the collector).
 
 Turn by turn, each configuration sends its 32 requests at once, one configuration after
-the other (the order rotates every turn), so all of them see the same machine. Reported,
-per configuration and against ``baseline`` of the same run: median and p90 latency,
+the other (the order is shuffled every turn, each twin right before or after its
+configuration), so all of them see the same machine. Reported, per configuration and
+against its twin and another process without the plugin: median and p90 latency,
 proxy CPU per request (user + system time of the proxy processes during their own
 waves and the second after each, when their after-response work runs; from /proc), errors, store fallbacks (the plugin's warning lines in the proxy
 logs), Redis calls per request (Redis's own EVALSHA count), and whether every session's
@@ -61,7 +66,7 @@ upstream head was byte-identical on every turn and identical to the single-proxy
     make bench            # or: .venv/bin/python bench/load.py [--sessions 32 --turns 10 --rounds 1]
 
 ``--rounds 4`` runs the workload four times with fresh sessions (40 waves per configuration,
-about 8 minutes): each CPU ratio is printed with two standard errors of its turn-by-turn
+about 14 minutes): each CPU ratio is printed with two standard errors of its turn-by-turn
 difference, about ±15% after one round and ±6-8% after four.
 
 The numbers go to bench/results/load.json. Ratios are what to compare; absolute times
