@@ -69,6 +69,10 @@ upstream head was byte-identical on every turn and identical to the single-proxy
 about 14 minutes): each CPU ratio is printed with two standard errors of its turn-by-turn
 difference, about ±15% after one round and ±6-8% after four.
 
+``--pool RESULT...`` runs nothing: it reads the result files of several runs of the same code
+as one (every comparison's waves paired within their run, the CPU ratio with two standard
+errors over all of them, the runs' p50 ratios and their mean).
+
 The numbers go to bench/results/load.json. Ratios are what to compare; absolute times
 depend on a shared, noisy machine.
 """
@@ -437,6 +441,50 @@ async def run(args) -> dict:
         upstream.stop()
 
 
+def pool(reports: list[dict]) -> dict:
+    """Several runs' results read as one: each comparison's waves paired turn by turn within
+    their run, the CPU ratio and its two standard errors over all of them, and the runs' p50
+    ratios with their mean. One four-round run resolves a CPU ratio to about ±5-7%; the
+    readings of runs of the same code scatter by about as much (README, "Under load")."""
+    pooled: dict = {}
+    for config, against in list(AGAINST.items()) + [(c, off) for c, off in SAME_PROCESS.items()]:
+        key = "same_process" if SAME_PROCESS.get(config) == against else "another_process"
+        waves, base_waves, p50s = [], [], []
+        for report in reports:
+            entry, base = report["configs"][config], report["configs"][against]
+            pairs = list(zip(entry["cpu_ms_per_request_by_turn"], base["cpu_ms_per_request_by_turn"]))
+            waves += [a for a, _ in pairs]
+            base_waves += [b for _, b in pairs]
+            p50s.append(entry["p50_ms"] / base["p50_ms"])
+        mean_base = statistics.fmean(base_waves)
+        pooled.setdefault(config, {})[key] = {
+            "against": against, "waves": len(waves), "runs": len(reports),
+            "cpu_ratio": 1 + (statistics.fmean(waves) - mean_base) / mean_base,
+            "extra_cpu_ms_per_request": statistics.fmean(waves) - mean_base,
+            **_cpu_ratio_interval(waves, base_waves),
+            "p50_ratio_mean": statistics.fmean(p50s), "p50_ratios": p50s,
+        }
+    return pooled
+
+
+def print_pool(pooled: dict, paths: list[str]) -> None:
+    print(f"{len(paths)} runs pooled ({', '.join(paths)}):")
+    print("| config | CPU vs same process, off | p50 vs it (mean; each run) | CPU vs another process without "
+          "| p50 vs it (mean; each run) |")
+    print("|---|---|---|---|---|")
+    for config, readings in pooled.items():
+        cells = []
+        for key in ("same_process", "another_process"):
+            r = readings.get(key)
+            if r is None:
+                cells += ["-", "-"]
+                continue
+            cells.append(f"{(r['cpu_ratio'] - 1) * 100:+.1f}% ±{r.get('cpu_ratio_two_se', float('nan')) * 100:.1f}% "
+                         f"({r['extra_cpu_ms_per_request']:+.2f} ms, {r['waves']} waves)")
+            cells.append(f"{r['p50_ratio_mean']:.3f}x; " + ", ".join(f"{x:.3f}x" for x in r["p50_ratios"]))
+        print(f"| {config} | " + " | ".join(cells) + " |")
+
+
 def _cpu_cell(e: dict) -> str:
     if "cpu_ratio" not in e:
         return "-"
@@ -488,7 +536,12 @@ def main() -> None:
     parser.add_argument("--no-freeze", action="store_true",
                         help="leave every proxy's start-up heap to the collector (see bench/proxy_gc.py)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "load.json"))
+    parser.add_argument("--pool", nargs="+", metavar="RESULT",
+                        help="run nothing: read these result files (of runs of the same code) as one")
     args = parser.parse_args()
+    if args.pool:
+        print_pool(pool([json.loads(Path(p).read_text()) for p in args.pool]), args.pool)
+        return
     started = time.monotonic()
     report = asyncio.run(run(args))
     report["machine"] = {"python": platform.python_version(), "cpus": os.cpu_count(),

@@ -167,3 +167,29 @@ def test_the_calibration_hook_spares_the_group_it_is_told_to_skip(monkeypatch, p
         assert asyncio.run(burn.async_pre_call_hook(None, None, data, "acompletion")) is data
         cpu = time.thread_time() - cpu
         assert (cpu >= 0.02) == burns, (model, cpu)
+
+
+def test_several_runs_are_pooled_wave_by_wave():
+    """``bench/load.py --pool`` reads runs of the same code as one: every configuration against
+    its twin and against another process, the waves paired within their run."""
+    load = load_bench("load")
+
+    def report(extra: float, noise: list[float]) -> dict:
+        configs = {}
+        for config in load.CONFIGS:
+            plugin = config in load.SAME_PROCESS  # memory, redis, replicas, calibration: dearer
+            configs[config] = {"cpu_ms_per_request_by_turn": [20 + n + (extra if plugin else 0) for n in noise],
+                               "p50_ms": 500 * (1.06 if plugin else 1.0)}
+        return {"configs": configs}
+
+    pooled = load.pool([report(1.0, [0.0, 1.0, -1.0, 0.5]), report(3.0, [2.0, -2.0, 0.0, 1.0])])
+    assert set(pooled) == set(load.SAME_PROCESS)
+    for config, readings in pooled.items():
+        for key in ("same_process", "another_process"):
+            r = readings[key]
+            assert r["waves"] == 8 and r["runs"] == 2
+            assert r["extra_cpu_ms_per_request"] == pytest.approx(2.0)  # (1 + 3) / 2: every wave counts
+            assert r["cpu_ratio"] == pytest.approx(1 + 2.0 / 20.1875)
+            assert r["p50_ratios"] == [pytest.approx(1.06)] * 2
+        assert readings["same_process"]["against"] == load.SAME_PROCESS[config]
+        assert readings["another_process"]["against"] == load.AGAINST[config]
