@@ -45,8 +45,8 @@ waits on Redis), against the rest of the same proxy's CPU in the same waves: the
 own share, and how much of the difference is its own steps. CPU added to the request path
 can read over in the proxy's total, in the same process too: the calibration hook's 2.0 ms
 read +2.7 ms against its twin in one run and +2.0 ms in the next (the rest is the process
-doing its other work dearer; not latency, not hosting a hook: ``bench/latency_cpu.py``). The user and system split and the
-minor page faults per request are reported too (``/proc``).
+doing its other work dearer; not latency, not hosting a hook: ``bench/latency_cpu.py``).
+The user and system split and the minor page faults per request are reported too (``/proc``).
 
 Every proxy, with the plugin or without, also loads ``bench/proxy_gc.py``: its start-up heap
 is frozen at the first request (a full collection of a LiteLLM proxy's heap costs ~0.5 s of
@@ -109,7 +109,7 @@ CONFIGS = ("baseline", "memory", "memory-off", "redis", "redis-off", "baseline-2
            "calibration", "calibration-off")
 AGAINST = {"memory": "baseline", "redis": "baseline", "replicas": "baseline-2", "calibration": "baseline"}
 # The same proxy processes, sessions of their own sent to the model group that switches the
-# plugin off (the calibration hook off): the target is read against these (module docstring).
+# plugin off (the calibration hook off): each ratio is printed against these too (module docstring).
 SAME_PROCESS = {"memory": "memory-off", "redis": "redis-off", "replicas": "replicas-off",
                 "calibration": "calibration-off"}
 OFF_GROUP = "chat-model-off"
