@@ -447,8 +447,9 @@ def pool(reports: list[dict]) -> dict:
     ratios with their mean. One four-round run resolves a CPU ratio to about ±5-7%; the
     readings of runs of the same code scatter by about as much (README, "Under load")."""
     pooled: dict = {}
-    for config, against in list(AGAINST.items()) + [(c, off) for c, off in SAME_PROCESS.items()]:
-        key = "same_process" if SAME_PROCESS.get(config) == against else "another_process"
+    comparisons = [(c, against, "another_process") for c, against in AGAINST.items()]
+    comparisons += [(c, off, "same_process") for c, off in SAME_PROCESS.items()]
+    for config, against, key in comparisons:
         waves, base_waves, p50s = [], [], []
         for report in reports:
             entry, base = report["configs"][config], report["configs"][against]
@@ -457,10 +458,10 @@ def pool(reports: list[dict]) -> dict:
             base_waves += [b for _, b in pairs]
             p50s.append(entry["p50_ms"] / base["p50_ms"])
         mean_base = statistics.fmean(base_waves)
+        extra = statistics.fmean(waves) - mean_base
         pooled.setdefault(config, {})[key] = {
             "against": against, "waves": len(waves), "runs": len(reports),
-            "cpu_ratio": 1 + (statistics.fmean(waves) - mean_base) / mean_base,
-            "extra_cpu_ms_per_request": statistics.fmean(waves) - mean_base,
+            "cpu_ratio": 1 + extra / mean_base, "extra_cpu_ms_per_request": extra,
             **_cpu_ratio_interval(waves, base_waves),
             "p50_ratio_mean": statistics.fmean(p50s), "p50_ratios": p50s,
         }
@@ -572,11 +573,11 @@ def main() -> None:
         if "plugin_hooks_cpu_ms_per_request" in e:
             print(f"  {config}: {e['plugin_hooks_cpu_ms_per_request']:.2f} ms, "
                   f"{100 * e['plugin_hooks_vs_rest_of_proxy']:+.1f}% on the rest of the proxy's CPU")
-    offs = [c for c in SAME_PROCESS.values() if c != "calibration-off"]
+    configs = report["configs"]
     print("the switched-off requests of the plugin's processes against the proxy without the plugin (what two "
           "processes differ by, and any cost the plugin's work puts on its process's other requests): " + ", ".join(
-              f"{c} {report['configs'][c]['cpu_ms_per_request'] - report['configs'][base]['cpu_ms_per_request']:+.1f} ms"
-              for c, base in zip(offs, ("baseline", "baseline", "baseline-2"))))
+              f"{off} {configs[off]['cpu_ms_per_request'] - configs[AGAINST[c]]['cpu_ms_per_request']:+.1f} ms"
+              for c, off in SAME_PROCESS.items() if c in PLUGIN))
     plugin = [e for c, e in report["configs"].items() if c in PLUGIN]
     cal = report["configs"]["calibration"]
     print(f"calibration (a hook known to spend {cal['known_extra_ms']:.1f} ms of CPU per request, no plugin): "
