@@ -120,26 +120,42 @@ def test_the_same_process_comparison_sends_its_sessions_to_the_switched_off_grou
     assert all(off in load.CONFIGS and off.endswith("-off") for off in load.SAME_PROCESS.values())
 
 
+class TickingClock:
+    """A thread-CPU clock that moves 1 ms each time it is read: a busy loop ends after N reads."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+
+    def __call__(self) -> float:
+        self.reads += 1
+        return self.reads / 1000
+
+
 def test_latency_cpu_s_hooks_wait_without_cpu_and_burn_without_waiting(monkeypatch, proxy_gc):
-    """bench/latency_cpu.py tells latency from CPU: its sleep hook must add the one and not the
-    other, its burn hook the other way round; both hand the request on unchanged."""
-    import time
+    """bench/latency_cpu.py tells latency from CPU: its sleep hook awaits the loop's sleep for its
+    time and reads no CPU clock, its burn hook spins on the thread-CPU clock until its time is
+    spent and never awaits; both hand the request on unchanged. (No timing is asserted: the
+    clocks are replaced, so the verdict does not depend on how busy the machine is.)"""
     from pathlib import Path
 
     monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent.parent / "bench"))
     monkeypatch.setenv("BENCH_SLEEP_MS", "80")
     monkeypatch.setenv("BENCH_BURN_MS", "20")
     hooks = load_bench("latency_hooks")
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    clock = TickingClock()
+    monkeypatch.setattr(hooks.asyncio, "sleep", sleep)
+    monkeypatch.setattr(proxy_gc.time, "thread_time", clock)
     data = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    assert asyncio.run(hooks.Sleep().async_pre_call_hook(None, None, data, "acompletion")) is data
+    assert slept == [pytest.approx(0.08)] and clock.reads == 0
     # (latency_cpu's burning proxy runs proxy_gc.calibration, a Burn.)
-    for hook in (hooks.Sleep(), proxy_gc.Burn()):  # built after the settings above
-        wall, cpu = time.perf_counter(), time.thread_time()
-        assert asyncio.run(hook.async_pre_call_hook(None, None, data, "acompletion")) is data
-        wall, cpu = time.perf_counter() - wall, time.thread_time() - cpu
-        if isinstance(hook, hooks.Sleep):
-            assert wall >= 0.08 and cpu < 0.04, (wall, cpu)
-        else:
-            assert cpu >= 0.02, (wall, cpu)
+    assert asyncio.run(proxy_gc.Burn().async_pre_call_hook(None, None, data, "acompletion")) is data
+    assert slept == [pytest.approx(0.08)] and 20 <= clock.reads <= 22
 
 
 def test_latency_cpu_switches_the_plugin_off_for_the_sessions_group_only():
@@ -155,18 +171,17 @@ def test_latency_cpu_switches_the_plugin_off_for_the_sessions_group_only():
 
 def test_the_calibration_hook_spares_the_group_it_is_told_to_skip(monkeypatch, proxy_gc):
     """bench/load.py's ``calibration-off`` wave goes to the calibration proxy itself: its known cost
-    is read against the same process, so the burning hook must skip that group and only that one."""
-    import time
-
+    is read against the same process, so the burning hook must skip that group and only that one.
+    (The thread-CPU clock is replaced: the burn is counted in clock reads, not measured.)"""
     monkeypatch.setenv("BENCH_BURN_MS", "20")
     monkeypatch.setenv("BENCH_BURN_SKIP_MODEL", "chat-model-off")
     burn = proxy_gc.Burn()
     for model, burns in (("chat-model-off", False), ("chat-model", True)):
+        clock = TickingClock()
+        monkeypatch.setattr(proxy_gc.time, "thread_time", clock)
         data = {"model": model, "messages": [{"role": "user", "content": "hi"}]}
-        cpu = time.thread_time()
         assert asyncio.run(burn.async_pre_call_hook(None, None, data, "acompletion")) is data
-        cpu = time.thread_time() - cpu
-        assert (cpu >= 0.02) == burns, (model, cpu)
+        assert (clock.reads >= 20) == burns and (clock.reads == 0) != burns, (model, clock.reads)
 
 
 def test_several_runs_are_pooled_wave_by_wave():

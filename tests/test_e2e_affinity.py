@@ -40,12 +40,16 @@ TOOLS = [{"type": "function", "function": {"name": name, "description": f"{name}
          for name in ("bash", "edit", "read")]
 
 
-def _config(pool, hints) -> dict:
+def _config(pool, hints, spare) -> dict:
     return {
         "model_list": [
             *({"model_name": "pool",
                "litellm_params": {"model": "openai/pool-model", "api_base": f"{up.url}/v1", "api_key": "dummy"},
                "model_info": {"id": name}} for name, up in pool.items()),
+            # A pool of its own for the test that stops an upstream: the others find theirs untouched.
+            *({"model_name": "spare-pool",
+               "litellm_params": {"model": "openai/pool-model", "api_base": f"{up.url}/v1", "api_key": "dummy"},
+               "model_info": {"id": name}} for name, up in spare.items()),
             {"model_name": "chat-model",
              "litellm_params": {"model": "openai/upstream-chat", "api_base": f"{hints.url}/v1", "api_key": "dummy"}},
             {"model_name": "claude-model",
@@ -62,17 +66,18 @@ def _config(pool, hints) -> dict:
 def stack(e2e_dir, redis_server):
     base = e2e_dir / "affinity"
     ups = {}
-    for name in ("up-a", "up-b", "hints"):
+    for name in ("up-a", "up-b", "spare-a", "spare-b", "hints"):
         (base / name).mkdir(parents=True)
         ups[name] = Upstream(base / name)
     pool = {name: ups[name] for name in ("up-a", "up-b")}
+    spare = {name: ups[name] for name in ("spare-a", "spare-b")}
     proxies = []
     try:
         for name in ("affinity-a", "affinity-b"):
             workdir = base / name
             workdir.mkdir()
             (workdir / "tenant_auth.py").write_text(TENANT_AUTH)
-            px = Proxy(base, _config(pool, ups["hints"]), {
+            px = Proxy(base, _config(pool, ups["hints"], spare), {
                 "LITELLM_PREFIX_STORE": redis_server.url,
                 "LITELLM_PREFIX_STORE_TIMEOUT_MS": "500",
                 "LITELLM_PREFIX_LOG": str(workdir / "prefix.jsonl"),
@@ -81,7 +86,7 @@ def stack(e2e_dir, redis_server):
             proxies.append(px)
         for px in proxies:
             px.wait_ready()
-        yield {"proxies": proxies, "pool": pool, "hints": ups["hints"]}
+        yield {"proxies": proxies, "pool": pool, "spare": spare, "hints": ups["hints"]}
     finally:
         for px in proxies:
             px.stop()
@@ -196,28 +201,29 @@ def test_anthropic_breakpoints_reach_the_upstream_and_client_marks_are_left_alon
 
 
 def test_a_stopped_upstream_moves_its_sessions_once_and_no_call_fails(stack):
-    """Runs last in this module: it stops one of the pool's upstreams."""
-    proxy, pool = stack["proxies"][0], stack["pool"]
+    """Stops one upstream of a pool only this test uses: the other tests, run before or after it,
+    find their pool as the module's fixture built it."""
+    proxy, pool = stack["proxies"][0], dict(stack["spare"])
     for up in pool.values():
         up.take()
     sessions = range(200, 206)
     for turn in range(2):
         for i in sessions:
-            proxy.post("/v1/chat/completions", {"model": "pool", "messages": _session(i, turn)})
+            proxy.post("/v1/chat/completions", {"model": "spare-pool", "messages": _session(i, turn)})
     before = _where(pool)
     home = {first: turns[0] for first, turns in before.items()}
     assert set(home.values()) == set(pool)
-    stopped = "up-a"
+    stopped = "spare-a"
     pool[stopped].stop()
     survivor = {name: up for name, up in pool.items() if name != stopped}
     for turn in range(2, 5):
         for i in sessions:  # Proxy.post asserts every call answers 200
-            proxy.post("/v1/chat/completions", {"model": "pool", "messages": _session(i, turn)})
+            proxy.post("/v1/chat/completions", {"model": "spare-pool", "messages": _session(i, turn)})
     after = _where(survivor)
     assert len(after) == 6 and all(len(turns) == 3 for turns in after.values())
     events = [json.loads(line) for px in stack["proxies"] if (px.log.parent / "prefix.jsonl").exists()
               for line in (px.log.parent / "prefix.jsonl").read_text().splitlines()]
-    moves = [e for e in events if e["event"] == "affinity_move"]
+    moves = [e for e in events if e["event"] == "affinity_move" and e["from"].startswith("spare-")]
     moved = [first for first, name in home.items() if name == stopped]
     assert moved and len(moves) == len(moved), (moves, moved)  # each moved once, then stayed
-    assert all((e["from"], e["to"], e["expected_cache_miss"]) == ("up-a", "up-b", True) for e in moves)
+    assert all((e["from"], e["to"], e["expected_cache_miss"]) == ("spare-a", "spare-b", True) for e in moves)
