@@ -206,8 +206,18 @@ def main(argv: list[str] | None = None) -> int:
     rpt.add_argument("--text", action="store_true", help="also print the text summary with --html")
     rpt.add_argument("--quiet", action="store_true", help="no progress lines on standard error")
     rpt.set_defaults(func=_report)
+    keygen = sub.add_parser("keygen", help="print a new key for LITELLM_PREFIX_STORE_KEY (the shared store's "
+                                           "values encrypted at rest)")
+    keygen.set_defaults(func=_keygen)
     args = parser.parse_args(argv)
     return args.func(args)
+
+
+def _keygen(args: argparse.Namespace) -> int:
+    from .store_cipher import new_key
+
+    print(new_key())
+    return 0
 
 
 if __name__ == "__main__":

@@ -47,6 +47,8 @@ from typing import Any
 
 from cachetools import LRUCache, TTLCache
 
+from .store_cipher import Cipher, CipherError, open_plain
+
 logger = logging.getLogger("litellm_prefix")
 
 TEXT_CACHE_BYTES = 256 * 1024 * 1024
@@ -199,9 +201,16 @@ class _RedisLayout:
 
     name = "redis"
 
-    def __init__(self, ttl_seconds: int, prefix: str) -> None:
+    def __init__(self, ttl_seconds: int, prefix: str, cipher: Cipher | None = None) -> None:
         self.ttl = int(ttl_seconds)
         self.prefix = prefix
+        self.cipher = cipher  # store_cipher: every value sealed on the way in, opened on the way out
+
+    def _seal(self, value: str, redis_key: str) -> str:
+        return value if self.cipher is None else self.cipher.seal(value, redis_key)
+
+    def _open(self, value: str, redis_key: str) -> str:
+        return open_plain(value) if self.cipher is None else self.cipher.open(value, redis_key)
 
     def _journal_key(self, key: str) -> str:
         return f"{self.prefix}j:{key}"
@@ -212,22 +221,23 @@ class _RedisLayout:
     def _load_args(self, held: Iterable[str]) -> list[Any]:
         return [f"{self.prefix}t:", self.ttl, *held]
 
-    def _save_args(self, version: int, journal: str, refs: Iterable[str], texts: dict[str, str]) -> list[Any]:
-        args: list[Any] = [str(version), str(version + 1), journal, " ".join(refs), self.ttl, f"{self.prefix}t:"]
+    def _save_args(self, key: str, version: int, journal: str, refs: Iterable[str],
+                   texts: dict[str, str]) -> list[Any]:
+        args: list[Any] = [str(version), str(version + 1), self._seal(journal, self._journal_key(key)),
+                           " ".join(refs), self.ttl, f"{self.prefix}t:"]
         for digest, text in texts.items():
-            args += [digest, text]
+            args += [digest, self._seal(text, self._text_key(digest))]
         return args
 
-    @staticmethod
-    def _loaded(got: Any) -> StoredJournal:
+    def _loaded(self, key: str, got: Any) -> StoredJournal:
         """(journal, version, refs, texts the caller lacks) from the load script's reply."""
         if not got:
             return None, 0, (), {}
-        return got[1], int(got[0]), tuple(got[2].split()), dict(zip(got[3::2], got[4::2]))
+        journal = got[1] if got[1] is None else self._open(got[1], self._journal_key(key))
+        return journal, int(got[0]), tuple(got[2].split()), self._found(got[3::2], got[4::2])
 
-    @staticmethod
-    def _found(hashes: list[str], values: list[str | None]) -> dict[str, str]:
-        return {h: v for h, v in zip(hashes, values) if v is not None}
+    def _found(self, hashes: list[str], values: list[str | None]) -> dict[str, str]:
+        return {h: self._open(v, self._text_key(h)) for h, v in zip(hashes, values) if v is not None}
 
 
 class RedisStore(_RedisLayout):
@@ -238,8 +248,9 @@ class RedisStore(_RedisLayout):
     healthy Redis look slow.
     """
 
-    def __init__(self, client: Any, ttl_seconds: int, prefix: str = "litellm-prefix:") -> None:
-        super().__init__(ttl_seconds, prefix)
+    def __init__(self, client: Any, ttl_seconds: int, prefix: str = "litellm-prefix:",
+                 cipher: Cipher | None = None) -> None:
+        super().__init__(ttl_seconds, prefix, cipher)
         self.client = client
         self._load = client.register_script(_LOAD)
         self._save = client.register_script(_SAVE)
@@ -257,17 +268,18 @@ class RedisStore(_RedisLayout):
                 "max_connections": STORE_THREADS + 2, "decode_responses": True}
 
     @classmethod
-    def from_url(cls, url: str, ttl_seconds: int, timeout_seconds: float) -> "RedisStore":
+    def from_url(cls, url: str, ttl_seconds: int, timeout_seconds: float, cipher: Cipher | None = None) -> "RedisStore":
         import redis
 
-        return cls(redis.Redis.from_url(url, **cls.client_options(timeout_seconds)), ttl_seconds)
+        return cls(redis.Redis.from_url(url, **cls.client_options(timeout_seconds)), ttl_seconds, cipher=cipher)
 
     def load(self, key: str, held: Iterable[str] = ()) -> StoredJournal:
         """(journal, version, refs, texts the caller lacks): one round trip."""
-        return self._loaded(self._load(keys=[self._journal_key(key)], args=self._load_args(held)))
+        return self._loaded(key, self._load(keys=[self._journal_key(key)], args=self._load_args(held)))
 
     def save(self, key: str, version: int, journal: str, refs: Iterable[str], texts: dict[str, str]) -> bool:
-        return bool(self._save(keys=[self._journal_key(key)], args=self._save_args(version, journal, refs, texts)))
+        return bool(self._save(keys=[self._journal_key(key)],
+                               args=self._save_args(key, version, journal, refs, texts)))
 
     def get_texts(self, hashes: Iterable[str]) -> dict[str, str]:
         hashes = list(hashes)
@@ -280,7 +292,7 @@ class RedisStore(_RedisLayout):
             return
         pipe = self.client.pipeline(transaction=False)
         for digest, text in texts.items():
-            pipe.set(self._text_key(digest), text, ex=self.ttl)
+            pipe.set(self._text_key(digest), self._seal(text, self._text_key(digest)), ex=self.ttl)
         pipe.execute()
 
 
@@ -290,10 +302,11 @@ class WireRedisStore(_RedisLayout):
 
     on_loop = True
 
-    def __init__(self, url: str, ttl_seconds: int, timeout_seconds: float, prefix: str = "litellm-prefix:") -> None:
+    def __init__(self, url: str, ttl_seconds: int, timeout_seconds: float, prefix: str = "litellm-prefix:",
+                 cipher: Cipher | None = None) -> None:
         from . import redis_wire
 
-        super().__init__(ttl_seconds, prefix)
+        super().__init__(ttl_seconds, prefix, cipher)
         self.wire = redis_wire.RedisWire(url, timeout_seconds, max(1.0, 10 * timeout_seconds))
         self._scripts = {script: hashlib.sha1(script.encode()).hexdigest() for script in (_LOAD, _SAVE)}
 
@@ -306,10 +319,11 @@ class WireRedisStore(_RedisLayout):
         return await self.wire.call("EVAL", script, 1, key, *args)  # loads it into Redis's script cache
 
     async def load(self, key: str, held: Iterable[str] = ()) -> StoredJournal:
-        return self._loaded(await self._script(_LOAD, self._journal_key(key), self._load_args(held)))
+        return self._loaded(key, await self._script(_LOAD, self._journal_key(key), self._load_args(held)))
 
     async def save(self, key: str, version: int, journal: str, refs: Iterable[str], texts: dict[str, str]) -> bool:
-        return bool(await self._script(_SAVE, self._journal_key(key), self._save_args(version, journal, refs, texts)))
+        return bool(await self._script(_SAVE, self._journal_key(key),
+                                       self._save_args(key, version, journal, refs, texts)))
 
     async def get_texts(self, hashes: Iterable[str]) -> dict[str, str]:
         hashes = list(hashes)
@@ -319,8 +333,8 @@ class WireRedisStore(_RedisLayout):
 
     async def put_texts(self, texts: dict[str, str]) -> None:
         if texts:
-            await self.wire.pipeline(*(("SET", self._text_key(digest), text, "EX", self.ttl)
-                                       for digest, text in texts.items()))
+            await self.wire.pipeline(*(("SET", self._text_key(digest), self._seal(text, self._text_key(digest)),
+                                        "EX", self.ttl) for digest, text in texts.items()))
 
 
 class _Workers:
@@ -454,6 +468,7 @@ class ResilientStore:
         self._slow_in_a_row = 0
         self._first_failure_at = 0.0
         self._outage: str | None = None  # the failure kind logged for the current outage
+        self._key_warned = False  # a value that no configured key opens has been logged
         self._state_lock = threading.Lock()
         # A hung worker (a DNS lookup is not bounded by the socket timeout) cannot hold a request longer.
         self.safety_cap = max(1.0, 10 * timeout_seconds)
@@ -500,6 +515,11 @@ class ResilientStore:
             return
         kind = _failure_kind(exc)
         self.stats[f"store_{kind}"] += 1
+        if isinstance(exc, CipherError) and not self._key_warned:
+            self._key_warned = True
+            logger.error("litellm-prefix: a shared store value could not be decrypted (%s): check "
+                         "LITELLM_PREFIX_STORE_KEY and LITELLM_PREFIX_STORE_OLD_KEYS on every gateway; requests "
+                         "use local state meanwhile", exc)
         budget_ms = self.timeout * 1000
         with self._state_lock:
             if kind in ("slow", "error"):
@@ -580,7 +600,7 @@ class ResilientStore:
             self._failed("put_texts", exc)
 
 
-def _proxy_redis(ttl_seconds: int, timeout_seconds: float) -> RedisStore | None:
+def _proxy_redis(ttl_seconds: int, timeout_seconds: float, cipher: Cipher | None = None) -> RedisStore | None:
     """A client for the LiteLLM proxy's own Redis (``redis_usage_cache``), when it has one."""
     import sys
 
@@ -594,20 +614,21 @@ def _proxy_redis(ttl_seconds: int, timeout_seconds: float) -> RedisStore | None:
     options = RedisStore.client_options(timeout_seconds)
     kwargs = {k: v for k, v in dict(getattr(cache, "redis_kwargs", {}) or {}).items()
               if k not in options and k not in ("connection_pool", "max_connections")}
-    return RedisStore(get_redis_client(**kwargs, **options), ttl_seconds)
+    return RedisStore(get_redis_client(**kwargs, **options), ttl_seconds, cipher=cipher)
 
 
 class LazyProxyStore:
     """``store: proxy``: the proxy's Redis, looked up at first use (the proxy sets it up after callbacks load)."""
 
-    def __init__(self, ttl_seconds: int, timeout_seconds: float) -> None:
+    def __init__(self, ttl_seconds: int, timeout_seconds: float, cipher: Cipher | None = None) -> None:
         self.ttl = ttl_seconds
         self.timeout = timeout_seconds
+        self.cipher = cipher
         self._store: Any = None
 
     def _resolve(self) -> Any:
         if self._store is None:
-            self._store = _proxy_redis(self.ttl, self.timeout)
+            self._store = _proxy_redis(self.ttl, self.timeout, self.cipher)
             if self._store is None:
                 raise ConnectionError("the proxy has no Redis configured")
         return self._store
@@ -633,10 +654,11 @@ def build_store(settings: Any, stats: Counter[str]) -> tuple[Any, MemoryStore]:
     if settings.store == "memory":
         return local, local
     timeout = settings.store_timeout_ms / 1000
+    cipher = Cipher.from_env()  # raises KeyConfigError, naming the variable, for a malformed key
     if settings.store == "proxy":
-        shared: Any = LazyProxyStore(settings.session_ttl_seconds, timeout)
+        shared: Any = LazyProxyStore(settings.session_ttl_seconds, timeout, cipher)
     elif redis_wire.supported(settings.store):
-        shared = WireRedisStore(settings.store, settings.session_ttl_seconds, timeout)
+        shared = WireRedisStore(settings.store, settings.session_ttl_seconds, timeout, cipher=cipher)
     else:
-        shared = RedisStore.from_url(settings.store, settings.session_ttl_seconds, timeout)
+        shared = RedisStore.from_url(settings.store, settings.session_ttl_seconds, timeout, cipher)
     return ResilientStore(shared, local, timeout, stats), local
