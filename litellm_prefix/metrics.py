@@ -48,6 +48,14 @@ class Metrics:
                                       by_call, registry=reg)
         self.lost_tokens = PCounter(f"{NAMESPACE}_tokens_lost", "Tokens a stable client on a warm cache would "
                                     "have read from the cache, by class", by_call, registry=reg)
+        self.input_cost = PCounter(f"{NAMESPACE}_input_cost_usd", "Input tokens' billed cost (cache reads and "
+                                   "writes at their prices), USD", by_call, registry=reg)
+        self.saved_cost = PCounter(f"{NAMESPACE}_cache_saved_usd", "What cache reads saved against no cache, USD",
+                                   by_call, registry=reg)
+        self.drift_cost = PCounter(f"{NAMESPACE}_drift_cost_usd", "What tokens lost to a miss cost against a hit, USD",
+                                   by_call, registry=reg)
+        self.unpriced_calls = PCounter(f"{NAMESPACE}_unpriced_calls", "Completed calls whose model has no known "
+                                       "price (not counted in the cost metrics)", by_call, registry=reg)
         self.internal = PCounter(f"{NAMESPACE}_internal_events", "Internal events: errors, store_fallbacks, "
                                  "save_conflicts, journal_reset, ...", ["event"], registry=reg)
         self.transform_seconds = Histogram(f"{NAMESPACE}_transform_seconds", "Time the request transform took",
