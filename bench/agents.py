@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 from litellm_prefix.context import Target  # noqa: E402
 from litellm_prefix.core import Stabilizer  # noqa: E402
 from litellm_prefix.replay import _CALL_TYPES, Turn, account  # noqa: E402
+from litellm_prefix.rules.notes import unfolded  # noqa: E402
 from litellm_prefix.settings import Settings  # noqa: E402
 
 AGENTS = ("claude-code", "opencode", "codex", "unknown")
@@ -89,7 +90,7 @@ def lost(sent: list[Turn], received: list[Turn]) -> list[str]:
     """Everything the client sent reaches the model, in order; tool calls paired; tools kept."""
     problems = []
     for n, (a, b) in enumerate(zip(sent, received)):
-        want, got = _client_items(a), _client_items(b)
+        want, got = _client_items(a), [unfolded(item) for item in _client_items(b)]  # notes folded in: out
         it = iter(got)
         if not all(any(item == other for other in it) for item in want):
             problems.append(f"request {n}: a client message is missing or out of order")

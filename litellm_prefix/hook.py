@@ -140,12 +140,18 @@ def target_for(model: str, provider: str | None, model_info: Mapping[str, Any] |
 
     return _target(model, provider or "", _declared_mid_system(model_info), _passes_through(model_info),
                    api_base if isinstance(api_base, str) else "", _call_type_name(call_type),
-                   bool(getattr(litellm, "openai_system_messages_first", False)))
+                   bool(getattr(litellm, "openai_system_messages_first", False)), _wants_prompt_cache_key(model_info))
+
+
+def _wants_prompt_cache_key(model_info: Mapping[str, Any] | None) -> bool:
+    """The deployment asks for ``prompt_cache_key`` (``model_info.litellm_prefix.promptCacheKey: true``)."""
+    ours = model_info.get("litellm_prefix") if isinstance(model_info, Mapping) else None
+    return isinstance(ours, Mapping) and any(ours.get(k) is True for k in ("promptCacheKey", "prompt_cache_key"))
 
 
 @lru_cache(maxsize=1024)
 def _target(model: str, provider: str, declared_mid_system: bool | None, passes_through: bool, api_base: str,
-            route: str, system_messages_first: bool) -> Target:
+            route: str, system_messages_first: bool, wants_prompt_cache_key: bool = False) -> Target:
     """The target for the values ``target_for`` reads from the request (each request asks twice:
     the lookups in LiteLLM's maps cost more than the rules of a short request; a Target is frozen)."""
     provider = provider or _provider_of(model)
@@ -159,6 +165,7 @@ def _target(model: str, provider: str, declared_mid_system: bool | None, passes_
         strips_billing=_litellm_strips_billing(route, model, provider, passes_through) if provider else False,
         accepts_prompt_cache_key=_accepts_prompt_cache_key(model, provider, route),
         reads_cache_control=_reads_cache_control(model, provider),
+        wants_prompt_cache_key=wants_prompt_cache_key,
     )
 
 

@@ -229,7 +229,9 @@ def test_sdk_router_keeps_sessions_on_balanced_deployments(monkeypatch):
         callback = PrefixStabilizer(Settings(path_check="absolute", session_affinity="always"))
         monkeypatch.setattr(litellm, "callbacks", [callback])
         router = litellm.Router(model_list=[
-            {"model_name": "pool", "model_info": {"id": f"dep-{i}"},
+            # (promptCacheKey: these local servers stand in for OpenAI's API, which reads the key;
+            # an openai/ deployment with its own api_base is taken for a self-hosted server otherwise)
+            {"model_name": "pool", "model_info": {"id": f"dep-{i}", "litellm_prefix": {"promptCacheKey": True}},
              "litellm_params": {"model": "openai/m", "api_base": f"http://127.0.0.1:{s.server_address[1]}/v1",
                                 "api_key": "x"}} for i, s in enumerate(servers)])
 

@@ -30,6 +30,7 @@ from litellm_prefix import profiles
 from litellm_prefix.context import Target
 from litellm_prefix.core import Stabilizer
 from litellm_prefix.journal import content_hash
+from litellm_prefix.rules.notes import unfolded
 from litellm_prefix.session import scoped_key, session_id, session_stream, tenant_of
 from litellm_prefix.settings import AGENT_PROFILES, Settings, SettingsError, load_settings
 from litellm_prefix.view import View
@@ -398,7 +399,8 @@ def _marks(body: dict) -> list[tuple]:
     for i, message in enumerate(body["messages"]):
         content = message["content"]
         if isinstance(content, list) and any("cache_control" in part for part in content if isinstance(part, dict)):
-            found.append(("message", content_hash(message)))  # by content: notes may sit in between
+            # by the client's content: notes may sit in between, or be folded into it (a self-hosted target)
+            found.append(("message", content_hash(unfolded(message))))
     return found
 
 
@@ -450,7 +452,11 @@ def test_codex_review_and_compaction_runs_are_their_own_streams():
     view = View(shape="responses", head=("You are Codex, a coding agent.",), tools=None, body=())
     assert session_id(data, view, profiles.CODEX)[0] == "conv-1"
     assert session_stream(data, view, profiles.CODEX) == "agent:compact"
-    assert session_stream(_proxy({}, codex_headers("conv-1")), view, profiles.CODEX) is None
+    # The main loop (it always has tools) is the main stream; the same request without tools and
+    # without the header (Codex's automatic compaction) is not (issue 24: it used to land there).
+    main = View(shape="responses", head=view.head, tools=({"type": "function", "name": "shell"},), body=())
+    assert session_stream(_proxy({}, codex_headers("conv-1")), main, profiles.CODEX) is None
+    assert session_stream(_proxy({}, codex_headers("conv-1")), view, profiles.CODEX).startswith("aux:no-tools:")
 
 
 def test_pi_session_id_and_unknown_agents_keep_litellm_session_ids():

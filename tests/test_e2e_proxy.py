@@ -62,7 +62,7 @@ def test_chat_turns_with_moved_install_and_shuffled_tools_reach_upstream_byte_st
     # identical heads: system text and tools
     assert bodies[0]["messages"][0] == bodies[1]["messages"][0] == bodies[2]["messages"][0]
     assert bodies[0]["tools"] == bodies[1]["tools"] == bodies[2]["tools"]
-    assert [t["function"]["name"] for t in bodies[0]["tools"]] == sorted(TOOL_NAMES)
+    assert [t["function"]["name"] for t in bodies[0]["tools"]] == shuffled(TOOL_NAMES, 1)  # the first turn's order, kept
     system = bodies[0]["messages"][0]["content"]
     assert "/srv/pi-home/docs" in system and "node_modules" not in system
     # on the wire: each turn's bytes share everything up to the end of the previous turn's head
@@ -102,7 +102,8 @@ def test_late_system_message_becomes_user_note_where_deployment_declares_no_supp
     vllm, plain = [json.loads(r["body"]) for r in upstream.take()]
     assert vllm["messages"][-1]["role"] == "user"
     assert vllm["messages"][-1]["content"].startswith("Operator note (not from the user)")
-    assert vllm["messages"][-1]["content"].endswith("Reminder: keep answers short.")
+    # (after an assistant turn, at the end of the request: its own user message, closed like a folded note)
+    assert vllm["messages"][-1]["content"].endswith("Reminder: keep answers short.\n\n(End of note.)")
     assert [m["role"] for m in vllm["messages"][:-1]] == [m["role"] for m in messages[:-1]]
     assert plain["messages"][-1] == {"role": "system", "content": "Reminder: keep answers short."}
 
@@ -130,7 +131,7 @@ def test_anthropic_messages_route(proxy, upstream, install_roots):
     assert all(r["path"] == "/v1/messages" for r in records)
     first, second = [json.loads(r["body"]) for r in records]
     assert first["system"] == second["system"] and first["tools"] == second["tools"]
-    assert [t["name"] for t in first["tools"]] == sorted(TOOL_NAMES)
+    assert [t["name"] for t in first["tools"]] == shuffled(TOOL_NAMES, 5)  # the first turn's order, kept
     assert [("cache_control" in t) for t in first["tools"]] == [False] * (len(TOOL_NAMES) - 1) + [True]
     assert "/srv/pi-home/docs" in first["system"][0]["text"]
     assert first["system"][0]["cache_control"] == {"type": "ephemeral"}
@@ -150,7 +151,7 @@ def test_responses_route(proxy, upstream, install_roots):
     first, second = [json.loads(r["body"]) for r in records]
     assert first["instructions"] == second["instructions"] and first["tools"] == second["tools"]
     assert "/srv/pi-home/docs" in first["instructions"]
-    assert [t["name"] for t in first["tools"]] == sorted(TOOL_NAMES)
+    assert [t["name"] for t in first["tools"]] == shuffled(TOOL_NAMES, 7)  # the first turn's order, kept
     assert first["input"][-1]["role"] == "developer"  # OpenAI keeps it in place: left alone
 
 

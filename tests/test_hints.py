@@ -64,6 +64,37 @@ def test_prompt_cache_key_is_left_alone(data, shape, target, settings):
     assert pipeline.run_hints(data, shape, ctx(target, **settings)) == ({}, [])
 
 
+@pytest.mark.parametrize("target, sent", [
+    (OPENAI, True),  # OpenAI's own API: it routes its cache by the key
+    (Target(provider="openai", api_base="https://api.openai.com/v1", accepts_prompt_cache_key=True), True),
+    (Target(provider="azure", api_base="https://x.openai.azure.com", accepts_prompt_cache_key=True), True),
+    (Target(provider="hosted_vllm", api_base="http://10.0.0.5:8000/v1", accepts_prompt_cache_key=True), False),
+    (Target(provider="ollama_chat", accepts_prompt_cache_key=True), False),
+    # openai/ in front of a vLLM or llama.cpp server: not OpenAI's cache, no key
+    (Target(provider="openai", api_base="http://127.0.0.1:8080/v1", accepts_prompt_cache_key=True), False),
+    # ... unless the deployment asks for it
+    (Target(provider="hosted_vllm", accepts_prompt_cache_key=True, wants_prompt_cache_key=True), True),
+    (Target(provider="hosted_vllm", wants_prompt_cache_key=True), False),  # LiteLLM would not forward it
+])
+def test_prompt_cache_key_only_where_the_target_uses_it(target, sent):
+    updates, _ = pipeline.run_hints({"messages": [{"role": "user", "content": "hi"}]}, "chat", ctx(target))
+    assert ("prompt_cache_key" in updates) is sent
+    own = {"messages": [], "prompt_cache_key": "client-own"}  # a client's own key is never touched
+    assert pipeline.run_hints(own, "chat", ctx(target)) == ({}, []) and own["prompt_cache_key"] == "client-own"
+
+
+def test_the_deployment_asks_for_the_key_in_model_info():
+    from litellm_prefix.hook import target_for
+
+    plain = target_for("hosted_vllm/qwen", None, None, api_base="http://127.0.0.1:8000/v1", call_type="acompletion")
+    asked = target_for("hosted_vllm/qwen", None, {"litellm_prefix": {"promptCacheKey": True}},
+                       api_base="http://127.0.0.1:8000/v1", call_type="acompletion")
+    assert not plain.wants_prompt_cache_key and asked.wants_prompt_cache_key
+    assert "prompt_cache_key" not in pipeline.run_hints({"messages": []}, "chat", ctx(plain))[0]
+    assert asked.accepts_prompt_cache_key  # LiteLLM forwards it for hosted_vllm
+    assert "prompt_cache_key" in pipeline.run_hints({"messages": []}, "chat", ctx(asked))[0]
+
+
 def test_prompt_cache_key_per_model_override():
     s = Settings(path_check="absolute", models={"openai/*": {"promptCacheKey": False}})
     context = Context(settings=s.for_model(("openai/gpt-4o",)), target=OPENAI, session_key="k" * 32)

@@ -13,6 +13,7 @@ from litellm_prefix.context import Target
 from litellm_prefix.core import Stabilizer
 from litellm_prefix.rules.memory import correction
 from litellm_prefix.rules.mid_system import SYSTEM_UPDATE_NOTE
+from litellm_prefix.rules.notes import MERGED_NOTE_END
 from litellm_prefix.rules.volatile import volatile_note
 from litellm_prefix.settings import Settings
 from litellm_prefix.store import MemoryStore
@@ -29,11 +30,16 @@ def stable(head: str) -> str:
     return fresh.stabilize_sync({"messages": [{"role": "system", "content": head}]})["messages"][0]["content"]
 
 
-def _expected(head: str, body: list[dict], notes: list[tuple[int, dict]]) -> list[dict]:
+def _expected(head: str, body: list[dict], notes: list[tuple[int, dict | str]]) -> list[dict]:
+    """The head, the body, each note (a message) after its anchor; a note given as a text is
+    folded into its anchor (the form for targets whose role rules are unknown)."""
     out = [{"role": "system", "content": stable(head)}]
     for index, message in enumerate(body):
+        for at, note in notes:
+            if at == index and isinstance(note, str):
+                message = {**message, "content": f"{message['content']}\n\n{SYSTEM_UPDATE_NOTE}\n\n{note}\n\n{MERGED_NOTE_END}"}
         out.append(message)
-        out.extend(note for at, note in notes if at == index)
+        out.extend(note for at, note in notes if at == index and not isinstance(note, str))
     return out
 
 
@@ -53,12 +59,11 @@ def test_memory_write_delete_restore_over_twelve_turns():
             client.memory.append("Deploys are frozen on Fridays")  # a write: not re-rendered
         if turn == 6:
             client.memory.remove("Project uses uv")  # a deletion: one correction note
-            notes.append((len(client.body) - 1, {"role": "system",
-                                                 "content": correction(["- Project uses uv"], [])}))
+            # (hosted_vllm declares nothing about its roles: the note is folded into its anchor)
+            notes.append((len(client.body) - 1, correction(["- Project uses uv"], [])))
         if turn == 9:
             client.memory.insert(1, "Project uses uv")  # a restore: one more note
-            notes.append((len(client.body) - 1, {"role": "system",
-                                                 "content": correction([], ["- Project uses uv"])}))
+            notes.append((len(client.body) - 1, correction([], ["- Project uses uv"])))
         out = st.stabilize_sync(client.request(), target=Target(provider="hosted_vllm"))
         assert out["messages"] == _expected(first_head, copy.deepcopy(client.body), notes), f"turn {turn}"
         outputs.append(out["messages"])
@@ -75,8 +80,9 @@ def test_memory_notes_are_user_notes_where_the_target_hoists():
     st.stabilize_sync(client.request(), target=Target(provider="gemini"))
     client.memory.remove("A fact")
     out = st.stabilize_sync(client.request(), target=Target(provider="gemini"))
-    assert out["messages"][-1] == {"role": "user",
-                                   "content": f"{SYSTEM_UPDATE_NOTE}\n\n{correction(['- A fact'], [])}"}
+    # folded into the user message it follows: never two user messages in a row
+    assert out["messages"][-1] == {"role": "user", "content": (
+        f"hi\n\n{SYSTEM_UPDATE_NOTE}\n\n{correction(['- A fact'], [])}\n\n{MERGED_NOTE_END}")}
 
 
 def test_memory_refresh_is_exact_pass_through():

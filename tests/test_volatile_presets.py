@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 from litellm_prefix.context import Target
 from litellm_prefix.core import Stabilizer
 from litellm_prefix.rules.mid_system import SYSTEM_UPDATE_NOTE
+from litellm_prefix.rules.notes import MERGED_NOTE_END
 from litellm_prefix.rules.volatile import volatile_note
 from litellm_prefix.settings import VOLATILE_PRESETS, Settings
 
@@ -224,11 +225,15 @@ def test_anthropic_shape_claude_code_system_blocks():
         outputs.append(out["messages"])
         body.append({"role": "assistant", "content": [{"type": "text", "text": "ok"}]})
     update = volatile_note("todays-date", "Today's date: 2026-12-04")
-    note = {"role": "user", "content": f"{SYSTEM_UPDATE_NOTE}\n\n{update}"}
+    # hosted_vllm declares nothing about its roles: the note is folded into the text of the user
+    # message of turn 2 (the one it follows), never a user message after a user message
+    noted = {"role": "user", "content": [
+        {"type": "text", "text": f"turn 2\n\n{SYSTEM_UPDATE_NOTE}\n\n{update}\n\n{MERGED_NOTE_END}"}]}
     for turn, messages in enumerate(outputs):
-        assert (note in messages) == (turn >= 2)
+        assert (noted in messages) == (turn >= 2)
+        assert len(messages) == 2 * turn + 1
         if turn >= 2:
-            assert messages.index(note) == 5  # right after the user message of turn 2, every time
+            assert messages.index(noted) == 4  # the user message of turn 2, every time
     for earlier, later in zip(outputs, outputs[1:]):
         assert later[: len(earlier)] == earlier
     assert st.stats["drift"] == 0

@@ -86,7 +86,9 @@ class LlamaServer:
     """A llama.cpp server process on 127.0.0.1:``port``; ``.url``, ``.port``, ``.stop()``."""
 
     def __init__(self, port: int, log: Path | None = None, *, n_parallel: int = 1, ctx_per_slot: int = 32768,
-                 threads: int = 2, n_predict: int = 512, model: Path | None = None, timeout: float = 120) -> None:
+                 threads: int = 2, n_predict: int = 512, model: Path | None = None, timeout: float = 120,
+                 chat_template: Path | None = None) -> None:
+        # chat_template: a Jinja template file to render chats with instead of the model's own
         built = source_build()
         if importlib.util.find_spec(WHEEL) is None and built is None:
             raise RuntimeError(f"the {WHEEL} wheel (llama.cpp's server) is not installed in {sys.executable}: "
@@ -103,11 +105,13 @@ class LlamaServer:
         if importlib.util.find_spec(WHEEL) is not None:
             cmd = [sys.executable, str(Path(__file__).resolve()), "--port", str(port), "--model", str(self.model),
                    "--n-parallel", str(n_parallel), "--ctx-per-slot", str(ctx_per_slot), "--threads", str(threads),
-                   "--n-predict", str(n_predict)]
+                   "--n-predict", str(n_predict)] + (["--chat-template-file", str(chat_template)] if chat_template else [])
         else:  # the opt-in source build (tools/build_llama_server.py), same settings as flags
             cmd = [str(built), "-m", str(self.model), "--host", "127.0.0.1", "--port", str(port),
                    "-np", str(n_parallel), "-c", str(ctx_per_slot * n_parallel), "--cache-prompt",
                    "--cache-ram", "0", "--jinja", "--no-webui", "-t", str(threads), "-n", str(n_predict)]
+            if chat_template:
+                cmd += ["--chat-template-file", str(chat_template)]
         self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                      env={**os.environ, **SERVER_ENV}, start_new_session=True)
         if log:
@@ -143,7 +147,8 @@ class LlamaServer:
         self.stop()
 
 
-def serve(port: int, model: Path, n_parallel: int, ctx_per_slot: int, threads: int, n_predict: int) -> int:
+def serve(port: int, model: Path, n_parallel: int, ctx_per_slot: int, threads: int, n_predict: int,
+          chat_template: Path | None = None) -> int:
     """Run llama.cpp's server in this process until SIGTERM/SIGINT or the parent's death."""
     for name, value in SERVER_ENV.items():  # before libgomp loads with xllamacpp
         os.environ.setdefault(name, value)
@@ -159,6 +164,8 @@ def serve(port: int, model: Path, n_parallel: int, ctx_per_slot: int, threads: i
     params.cache_prompt = True
     params.cache_ram_mib = 0  # no RAM prompt cache: exactly one slot's longest common prefix
     params.use_jinja = True  # the model's ChatML template
+    if chat_template is not None:  # or the one given (a strict one, in the tests)
+        params.chat_template = chat_template.read_text()
     params.cpuparams.n_threads = threads
     params.cpuparams_batch.n_threads = threads
     params.n_predict = n_predict  # a cap: random weights rarely stop on their own; max_tokens below it wins
@@ -186,9 +193,11 @@ def main() -> int:
     parser.add_argument("--ctx-per-slot", type=int, default=32768)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--n-predict", type=int, default=512, help="most tokens one answer may generate")
+    parser.add_argument("--chat-template-file", type=Path, default=None,
+                        help="Jinja chat template to use instead of the model's own")
     args = parser.parse_args()
     return serve(args.port, args.model or ensure_model(), args.n_parallel, args.ctx_per_slot, args.threads,
-                 args.n_predict)
+                 args.n_predict, args.chat_template_file)
 
 
 if __name__ == "__main__":

@@ -5,10 +5,18 @@ pure functions of (request fields, shape, context) -> (fields to set, events), r
 request that goes to the chosen deployment (the deployment hook), after the view rules.
 
 - ``set_prompt_cache_key``: OpenAI picks a cache machine from a hash of about the first
-  256 tokens combined with ``prompt_cache_key``. Where the target accepts the key (the
-  shell asks ``litellm.get_supported_openai_params`` for that provider) and the client sent
-  none, the key is a hash of the tenant-scoped session key: the same on every turn and
-  every replica of one session, different between tenants, never the raw session id.
+  256 tokens combined with ``prompt_cache_key``. Sent only where the provider documents
+  using it for its cache (``PROMPT_CACHE_KEY_PROVIDERS``: OpenAI's own API, chat and
+  Responses; Azure OpenAI; Mistral's API), LiteLLM forwards it (the shell asks
+  ``litellm.get_supported_openai_params`` for that provider and route), and the client
+  sent none. Never to a self-hosted OpenAI-compatible server (``hosted_vllm``, ollama...,
+  and an ``openai/`` deployment whose ``api_base`` is not OpenAI's: most often a vLLM or
+  llama.cpp server, which ignores the key, and a body field it does not know is one
+  more thing for a strict server to reject), unless the deployment asks for it
+  (``model_info.litellm_prefix.promptCacheKey: true``, ``Target.wants_prompt_cache_key``).
+  The key is a hash of the tenant-scoped session key: the same on every turn and every
+  replica of one session, different between tenants, never the raw session id. A
+  client's own key is never touched.
 - ``place_cache_breakpoints``: Anthropic-family targets (Anthropic, Bedrock, Vertex Claude)
   read the cache only up to explicit breakpoints. When neither the client nor the LiteLLM
   config (``cache_control_injection_points``) marked anything, two marks: one at the end of
@@ -27,10 +35,14 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
-from ..context import Context, Event
+from ..context import Context, Event, Target
 from ..view import is_system_message
+from .mid_system import openai_own_api
 
 MARK: Mapping[str, str] = {"type": "ephemeral"}
+# Providers whose own API documents ``prompt_cache_key`` for its prompt cache (OpenAI's prompt
+# caching guide, Azure OpenAI's and Mistral's); ``openai`` only on OpenAI's own host.
+PROMPT_CACHE_KEY_PROVIDERS = frozenset({"openai", "azure", "mistral"})
 MARK_KEYS = ("cache_control", "prompt_cache_breakpoint")
 # Anthropic content blocks that may carry cache_control (thinking blocks may not).
 MARKABLE_BLOCKS = frozenset({"text", "image", "image_url", "document", "file", "tool_use", "tool_result",
@@ -44,10 +56,21 @@ def prompt_cache_key_for(session_key: str) -> str:
     return "lp-" + hashlib.sha256(f"prompt-cache-key\x00{session_key}".encode()).hexdigest()[:32]
 
 
+def target_uses_prompt_cache_key(target: Target) -> bool:
+    """LiteLLM forwards the key to this target, and the target reads it for its cache (or the
+    deployment asked for it)."""
+    if not target.accepts_prompt_cache_key:
+        return False
+    if target.wants_prompt_cache_key:
+        return True
+    return target.provider in PROMPT_CACHE_KEY_PROVIDERS and (
+        target.provider != "openai" or openai_own_api(target.api_base))
+
+
 def set_prompt_cache_key(data: Mapping[str, Any], shape: str, ctx: Context) -> tuple[dict[str, Any], list[Event]]:
     if (
         not ctx.settings.prompt_cache_key
-        or not ctx.target.accepts_prompt_cache_key
+        or not target_uses_prompt_cache_key(ctx.target)
         or shape not in ("chat", "responses")
         or not ctx.session_key
         or data.get("prompt_cache_key") is not None
@@ -62,10 +85,6 @@ def set_prompt_cache_key(data: Mapping[str, Any], shape: str, ctx: Context) -> t
 
 def _marked(value: Any) -> bool:
     return isinstance(value, Mapping) and any(value.get(k) is not None for k in MARK_KEYS)
-
-
-def _content_marked(content: Any) -> bool:
-    return isinstance(content, list) and any(_marked(part) for part in content)
 
 
 def count_marks(data: Mapping[str, Any]) -> int:
