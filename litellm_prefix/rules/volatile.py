@@ -13,6 +13,12 @@ Two sources, in order:
    pinned. Every change of the value is sent as a note, on the request where it happens.
    A preset with an entry in ``settings.TOOL_VOLATILE_PRESETS`` also pins its first match
    inside the tool descriptions (Claude Code's WebSearch tool carries the date).
+   **Inside the agent's context blocks of the first user message** (``firstUserContext``; a
+   profile declares its own): Claude Code's ``<system-reminder>`` with ``# currentDate``, Qwen
+   Code's and Gemini CLI's environment context. Blocks are read only from the start of the
+   first user message, one after another; the first text no block declares (the user's own)
+   ends the search, so typed text is never read. A preset pins its first match inside them
+   like a head span (journal name ``first-user:<preset>``), a changed value is noted at the tail.
 2. **Learned lines** (``learnedVolatile``, on by default), for agents no preset knows. A
    head line that, between two consecutive requests of the session, changes only inside
    runs of digits (or a hex token of 5+ characters holding a digit, or a UUID) is
@@ -27,6 +33,14 @@ Two sources, in order:
      never noted;
    - when the client compacts its history and a line's notes go with it, the line stays
      pinned (the head keeps its cache) and its current value is noted again at once.
+
+   Value formats (``value_tokens``; each class blanked apart, so a weekday never stands in for a
+   number): numbers with thousands separators ("987" -> "1,204"), the AM/PM of a 12-hour clock
+   ("11:58 PM" -> "12:03 AM"), and weekday and month names that are part of a date (a full
+   weekday name anywhere; any other name only next to a number or another such name, so "May
+   I", "March on" and "Sun Microsystems" stay words). Lines whose shape changed meaning with
+   these formats are found under a new shape key: a session saved before is loaded as it was,
+   and such a line passes once and is learned again.
 
    A change to any other character (a word, punctuation, a sign) is genuine and passes
    untouched. Only lines whose shape (the line with its runs blanked) is unique in the
@@ -48,26 +62,47 @@ from functools import lru_cache
 from ..context import Context, Event
 from ..journal import Journal, LearnedLine, LearnState, Note, content_hash
 from ..sections import memo, parse_head, section_digests, segment_memo
-from ..settings import TOOL_VOLATILE_PRESETS, VOLATILE_PRESETS
-from ..view import View
+from ..settings import TOOL_VOLATILE_PRESETS, VOLATILE_PRESETS, ContextBlock
+from ..view import View, field_of
 from .notes import tail_anchor
 
-# A run that may change without meaning anything new: a UUID, a hex token of 5+ characters
-# holding a digit (one case), or a run of digits.
+# A run that may change without meaning anything new (blanked as NUMBER in a line's shape): a
+# UUID, a number with thousands separators ("1,204", "1\u202f204"), a hex token of 5+ characters
+# holding a digit (one case), or a run of digits. And, blanked as its own class: the AM/PM marker
+# of a 12-hour clock ("11:58 PM" -> "12:03 AM"; right after the minutes or seconds, or one space on).
 _RUN = re.compile(
     r"(?<![0-9A-Za-z])[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(?![0-9A-Za-z])"
+    r"|(?<![0-9])[0-9]{1,3}(?:[,\u00a0\u202f][0-9]{3})+(?![0-9])"
     r"|(?<![0-9A-Za-z])(?=[0-9a-f]*[0-9])[0-9a-f]{5,}(?![0-9A-Za-z])"
     r"|(?<![0-9A-Za-z])(?=[0-9A-F]*[0-9])[0-9A-F]{5,}(?![0-9A-Za-z])"
     r"|[0-9]+"
 )
+_MERIDIEM = re.compile(r"(?<=[0-9]:[0-9]{2})[ \u00a0\u202f]?(?:(?P<upper>AM|PM)|am|pm)(?![0-9A-Za-z])")
+NUMBER, WEEKDAY, MONTH, MERIDIEM_UPPER, MERIDIEM_LOWER = "\x00", "\x01", "\x02", "\x03", "\x04"
+# Weekday and month names (title case, whole words). A full weekday name is a value wherever it
+# stands ("Today is Monday"); any other name only inside a date: a run of names and digit runs
+# joined by at most three of `` ,./-`` that holds a digit or a full weekday name ("Tue Dec 01 2026",
+# "December 3, 2026", "Nov 30"). So "May I", "March on", "Sun Microsystems" stay words.
+_WEEKDAY_NAME = (r"(?:Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday|Mon|Tues|Tue|Wed|Thurs|Thur|Thu|"
+                 r"Fri|Sat|Sun)")
+_MONTH_NAME = (r"(?:January|February|March|April|May|June|July|August|September|October|November|December|"
+               r"Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sept|Sep|Oct|Nov|Dec)")
+_NAME = re.compile(rf"(?<![A-Za-z])(?:(?P<weekday>{_WEEKDAY_NAME})|{_MONTH_NAME})(?![A-Za-z])")
+_NAME_CLUSTER = re.compile(
+    rf"(?:(?<![A-Za-z])(?:{_WEEKDAY_NAME}|{_MONTH_NAME})(?![A-Za-z])|[0-9]+)"
+    rf"(?:[ ,./\-\u00a0\u202f]{{1,3}}(?:(?<![A-Za-z])(?:{_WEEKDAY_NAME}|{_MONTH_NAME})(?![A-Za-z])|[0-9]+))*")
+_FULL_WEEKDAY = re.compile(r"(?<![A-Za-z])(?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day(?![A-Za-z])")
+_ASCII_DIGIT = re.compile(r"[0-9]")
 _HEX_LETTER = re.compile(r"[a-fA-F]")
 _MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\.?"
-# Calendar dates: ISO and slashed forms, day.month.year, and month names with a day and year.
+# Calendar dates: ISO and slashed forms, day.month.year, month names with a day and year, and
+# full weekday names (a weekday changes with the date).
 _DATE = re.compile(
     r"(?<![0-9])[0-9]{4}[-/][0-9]{1,2}[-/][0-9]{1,2}(?![0-9])"
     r"|(?<![0-9])[0-9]{1,2}[/.][0-9]{1,2}[/.][0-9]{4}(?![0-9])"
     rf"|{_MONTH} [0-9]{{1,2}}(?:st|nd|rd|th)?,? [0-9]{{4}}"
     rf"|(?<![0-9])[0-9]{{1,2}} {_MONTH},? [0-9]{{4}}"
+    r"|(?<![A-Za-z])(?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day(?![A-Za-z])"
 )
 MAX_TRACKED_LINES = 512  # candidate lines remembered per session (the first ones, in head order)
 MAX_LINE_CHARS = 1000  # longer lines are never learned
@@ -86,6 +121,9 @@ def learned_note(value: str) -> str:
 
 def pin_volatile_spans(view: View, journal: Journal, ctx: Context) -> tuple[View, Journal, list[Event]]:
     view, journal, events = _pin_named_spans(view, journal, ctx)
+    if ctx.settings.first_user_context and view.body:
+        view, journal, context = _pin_context_spans(view, journal, ctx)
+        events += context
     if ctx.settings.learned_volatile and view.head:
         view, journal, learned = _pin_learned_lines(view, journal, ctx)
         events += learned
@@ -193,12 +231,173 @@ def _with_description(tool: dict, description: str) -> dict:
     return {**tool, "description": description}
 
 
+# -- 1b. named rules inside the agent's context blocks of the first user message -----------
+
+CONTEXT_PREFIX = "first-user:"  # journal name of a preset pinned inside a context block
+_CONTEXT_PART_TYPES = frozenset({"text", "input_text"})
+
+
+def context_note(name: str, value: str) -> str:
+    return (f"Update ({name}): the context at the start of this conversation shows the value from the start of "
+            f"this session. Current value:\n{value}")
+
+
+@lru_cache(maxsize=64)
+def _context_rules(blocks: tuple[ContextBlock, ...]):
+    """Each block compiled: (start, end or None, ((preset name, pattern), ...))."""
+    return tuple((re.compile(block.start), re.compile(block.end) if block.end else None,
+                  tuple((name, re.compile(VOLATILE_PRESETS[name])) for name in block.presets))
+                 for block in blocks)
+
+
+def _first_user(body: tuple) -> int | None:
+    for index, item in enumerate(body):
+        if field_of(item, "role") == "user" and field_of(item, "type") in (None, "message"):
+            return index
+    return None
+
+
+def context_blocks(texts: list[str], rules) -> list[tuple[int, int, int, tuple]]:
+    """(text index, start, end, presets) of each declared block at the start of the first user
+    message: blocks follow one another from the start of its first text part (whitespace between
+    them), into the next part only where a block ends its part. The first text that is no declared
+    block (the user's own) ends the search: nothing after it is ever read."""
+    found = []
+    for index, text in enumerate(texts):
+        at = 0
+        while at < len(text):
+            for start, end, presets in rules:
+                opened = start.match(text, at)
+                if opened is None:
+                    continue
+                if end is None:
+                    stop = len(text)
+                else:
+                    closed = end.search(text, opened.end())
+                    if closed is None:
+                        continue  # not closed: not the agent's block
+                    stop = closed.end()
+                found.append((index, at, stop, presets))
+                at = stop
+                while at < len(text) and text[at] in " \t\r\n":
+                    at += 1
+                break
+            else:
+                return found  # text that no block declares: the user's
+    return found
+
+
+def _pin_context_spans(view: View, journal: Journal, ctx: Context) -> tuple[View, Journal, list[Event]]:
+    """Pin the presets' spans inside the agent's context blocks of the first user message, like head
+    spans: the first value for the session; a changed value goes to the tail as a note."""
+    where = _first_user(view.body)
+    if where is None:
+        return view, journal, []
+    message = view.body[where]
+    if not isinstance(message, dict):
+        return view, journal, []  # (an object the wire cannot copy: passed as sent)
+    content = message.get("content")
+    if isinstance(content, str):
+        positions, texts = [None], [content]
+    elif isinstance(content, list):
+        positions, texts = [], []
+        for position, part in enumerate(content):
+            if not (isinstance(part, dict) and part.get("type") in _CONTEXT_PART_TYPES
+                    and isinstance(part.get("text"), str)):
+                break  # the blocks are at the start: an image or another part ends them
+            positions.append(position)
+            texts.append(part["text"])
+    else:
+        return view, journal, []
+    blocks = context_blocks(texts, _context_rules(tuple(ctx.settings.first_user_context)))
+    if not blocks:
+        return view, journal, []
+    events: list[Event] = []
+    edits: list[tuple[int, int, int, str]] = []
+    done: set[str] = set()
+    for index, start, stop, presets in blocks:
+        for name, pattern in presets:
+            if name in done:
+                continue  # the first match in the message wins, as in the head
+            match = pattern.search(texts[index], start, stop)
+            if match is None:
+                continue
+            done.add(name)
+            key = CONTEXT_PREFIX + name
+            begin, end = _span(match)
+            value = texts[index][begin:end]
+            recorded = journal.volatile_value(key)
+            if recorded is None:
+                journal = journal.with_volatile(key, value, value)
+                continue
+            pinned, last = recorded
+            if value != pinned:
+                edits.append((index, begin, end, pinned))
+            if value != last:
+                anchor = tail_anchor(ctx)
+                if anchor is None:
+                    continue
+                journal = journal.with_volatile(key, pinned, value).with_note(
+                    Note(anchor[0], anchor[1], f"volatile:{key}", context_note(name, value)))
+                events.append(Event("volatile", {"name": key, "action": "note"}))
+    if not edits:
+        return view, journal, events
+    for index, begin, end, pinned in sorted(edits, reverse=True):
+        texts[index] = texts[index][:begin] + pinned + texts[index][end:]
+    if positions == [None]:
+        new_content = texts[0]
+    else:
+        new_content = list(content)
+        for position, text in zip(positions, texts):
+            if text != content[position]["text"]:
+                new_content[position] = {**content[position], "text": text}
+    body = list(view.body)
+    body[where] = {**message, "content": new_content}
+    events.append(Event("volatile", {"name": "first-user", "action": "pin", "spans": len(edits)}))
+    return view.replace(body=tuple(body)), journal, events
+
+
 # -- 2. learned lines -----------------------------------------------------------------
 
 
+def value_tokens(line: str) -> tuple[tuple[int, int, str], ...]:
+    """(start, end, class) of each value token of a line, in order: the runs of ``_RUN`` (class
+    NUMBER), the AM/PM marker of a 12-hour clock, and the weekday and month names that are values
+    (see ``_NAME``)."""
+    tokens = [(m.start(), m.end(), NUMBER) for m in _RUN.finditer(line)]
+    more = False
+    if ":" in line:
+        for m in _MERIDIEM.finditer(line):
+            start = m.end() - 2  # the marker, not the space before it
+            tokens.append((start, m.end(), MERIDIEM_UPPER if m.group("upper") else MERIDIEM_LOWER))
+            more = True
+    if _NAME.search(line) is not None:
+        taken = tokens[:]
+        for cluster in _NAME_CLUSTER.finditer(line):
+            text = cluster.group()
+            if _ASCII_DIGIT.search(text) is None and _FULL_WEEKDAY.search(text) is None:
+                continue  # a name that is no part of a date: a word
+            for name in _NAME.finditer(line, cluster.start(), cluster.end()):
+                start, end = name.span()
+                if not any(a < end and start < b for a, b, _ in taken):  # never inside a run (a UUID)
+                    tokens.append((start, end, WEEKDAY if name.group("weekday") else MONTH))
+                    more = True
+    if more:
+        tokens.sort()
+    return tuple(tokens)
+
+
 def shape_of(line: str) -> str:
-    """The line with every run that may change meaninglessly blanked."""
-    return _RUN.sub("\x00", line)
+    """The line with every value token blanked (by its class): what may change meaninglessly."""
+    if ":" not in line and _NAME.search(line) is None:
+        return _RUN.sub(NUMBER, line)
+    out, at = [], 0
+    for start, end, kind in value_tokens(line):
+        out.append(line[at:start])
+        out.append(kind)
+        at = end
+    out.append(line[at:])
+    return "".join(out)
 
 
 def _hex(text: str, size: int) -> str:
@@ -221,19 +420,22 @@ def dates_in(line: str) -> tuple[str, ...]:
 
 
 def is_nonce_change(old: str, new: str) -> bool:
-    """Only hex tokens changed (each changed run holds a letter) and no date is in the line."""
+    """Only hex tokens changed (each changed run a number-class one holding a letter) and no date is in the line."""
     if dates_in(old) or dates_in(new):
         return False
-    changed = [(a, b) for a, b in zip(_RUN.findall(old), _RUN.findall(new)) if a != b]
-    return bool(changed) and all(_HEX_LETTER.search(a) or _HEX_LETTER.search(b) for a, b in changed)
+    changed = [(old[a:b], new[c:d], kind, other) for (a, b, kind), (c, d, other)
+               in zip(value_tokens(old), value_tokens(new)) if old[a:b] != new[c:d]]
+    return bool(changed) and all(kind == other == NUMBER and _HEX_LETTER.search(x + y) is not None
+                                 for x, y, kind, other in changed)
 
 
 def candidate_lines(head: tuple[str, ...]) -> dict[str, str]:
-    """Shape key -> text of each head line that holds a digit and whose shape is unique in the head, in order."""
+    """Shape key -> text of each head line that holds a digit or a full weekday name and whose shape
+    is unique in the head, in order."""
     found: dict[str, str] = {}
     repeated: set[str] = set()
     for segment in head:
-        for key, line in segment_memo(segment, "digit lines", _digit_lines):
+        for key, line in segment_memo(segment, "value lines", _value_lines):
             if key in repeated:
                 continue
             if key in found:
@@ -270,6 +472,31 @@ def _digit_lines_of(segment: str) -> tuple[tuple[str, str], ...]:
     lines = segment.split("\n")
     return tuple((shape_key(lines[i]), lines[i]) for i, flag in enumerate(flags)
                  if flag and len(lines[i]) <= MAX_LINE_CHARS)
+
+
+def _value_lines(segment: str) -> tuple[tuple[str, str], ...]:
+    """``_digit_lines`` and the lines that hold a full weekday name (a value without a digit,
+    "Today is Monday"), in order; section by section for a sectioned head, like ``_digit_lines``."""
+    sections = parse_head(segment)
+    if not sections:
+        return _value_lines_of(segment)
+    return tuple(line for _, block in sections for line in memo(block, "value lines", _value_lines_of))
+
+
+def _value_lines_of(segment: str) -> tuple[tuple[str, str], ...]:
+    if "day" not in segment:  # (a substring search in C; the regex only where a weekday may be)
+        return _digit_lines_of(segment)
+    named: set[int] = set()
+    line, at = 0, 0
+    for match in _FULL_WEEKDAY.finditer(segment):
+        line += segment.count("\n", at, match.start())
+        at = match.start()
+        named.add(line)
+    if not named:
+        return _digit_lines_of(segment)
+    lines = segment.split("\n")
+    return tuple((shape_key(text), text) for i, text in enumerate(lines)
+                 if len(text) <= MAX_LINE_CHARS and (i in named or _ASCII_DIGIT.search(text) is not None))
 
 
 def _parse_lines(encoded: str) -> dict[str, str]:

@@ -1,0 +1,348 @@
+"""The agent's context blocks at the start of the first user message (issue 24, item 2).
+
+Claude Code 2.1.197 puts its user context (CLAUDE.md, the date) in a ``<system-reminder>`` that
+is the first text part of the first user message; Qwen Code 0.15 and Gemini CLI 0.61 put an
+environment context with ``Today's date is Thursday, December 3, 2026 (formatted according to
+the user's locale).`` there. A resume on the next calendar day re-sends the whole history with
+the new date at its very start. Declared volatile spans inside such blocks are pinned like head
+spans (first value for the session, the current value as a tail note); the user's own text,
+after the blocks, is never read, and a block no profile or setting declares is never touched.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import random
+import re
+
+from agent_requests import billing_block, claude_code_headers, claude_code_prompt, claude_code_tools, mark_last
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from litellm_prefix import profiles
+from litellm_prefix.context import Target
+from litellm_prefix.core import Stabilizer
+from litellm_prefix.journal import Journal, unmarked
+from litellm_prefix.rules.volatile import context_blocks, context_note
+from litellm_prefix.settings import VOLATILE_PRESETS, ContextBlock, Settings
+from litellm_prefix.store import MemoryStore
+
+VLLM = Target(model="hosted_vllm/qwen3-coder", provider="hosted_vllm")
+CC_BLOCK = profiles.CLAUDE_CODE.first_user_context
+# Read from their packages/core/src/utils/environmentContext.ts (@qwen-code/qwen-code 0.15,
+# @google/gemini-cli 0.61).
+QWEN_BLOCK = profiles.QWEN_CODE.first_user_context
+GEMINI_BLOCK = profiles.GEMINI_CLI.first_user_context
+
+
+def blocks_setting(declared) -> list[dict]:
+    return [{"start": a, "end": b, "presets": list(c)} for a, b, c in declared]
+
+
+def reminder(date: str, claude_md: str = "Run `make test` before you report success.") -> str:
+    """Claude Code 2.1.197's user context (otr() in its bundle), as the first part of the first user message."""
+    return ("<system-reminder>\nAs you answer the user's questions, you can use the following context:\n"
+            "# claudeMd\nCodebase and user instructions are shown below. Be sure to adhere to these instructions.\n\n"
+            f"Contents of /home/alice/src/api/CLAUDE.md (project instructions, checked into the codebase):\n\n{claude_md}\n"
+            f"# currentDate\nToday's date is {date}.\n\n"
+            "      IMPORTANT: this context may or may not be relevant to your tasks. You should not respond to this "
+            "context unless it is highly relevant to your task.\n</system-reminder>\n")
+
+
+def qwen_context(date: str, tree: str = "/home/alice/src/web/\n├───package.json\n└───src/") -> str:
+    return ("This is the Qwen Code. We are setting up the context for our chat.\n"
+            f"Today's date is {date} (formatted according to the user's locale).\n"
+            "My operating system is: linux\nI'm currently working in the directory: /home/alice/src/web\n"
+            f"Here is the folder structure of the current working directories:\n\n{tree}")
+
+
+def gemini_context(date: str) -> str:
+    return ("<session_context>\nThis is the Gemini CLI. We are setting up the context for our chat.\n"
+            f"Today's date is {date} (formatted according to the user's locale).\n"
+            "My operating system is: linux\nThe project's temporary directory is: /home/alice/.gemini/tmp/3f9a\n"
+            "- **Workspace Directories:**\n  - /home/alice/src/web\n- **Directory Structure:**\n\n"
+            "Showing up to 200 items (files + folders).\n\n/home/alice/src/web/\n└───README.md\n\n\n</session_context>")
+
+
+PROMPT = claude_code_prompt(random.Random(7))
+
+
+def cc_request(turn: int, messages: list[dict]) -> dict:
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 32000, "stream": True,
+            "system": [{"type": "text", "text": billing_block(turn)},
+                       {"type": "text", "text": "You are Claude Code, Anthropic's official CLI for Claude."},
+                       {"type": "text", "text": PROMPT, "cache_control": {"type": "ephemeral"}}],
+            "messages": mark_last(messages), "tools": claude_code_tools()}
+    return {**body, "proxy_server_request": {"headers": claude_code_headers(), "body": {}}}
+
+
+def cc_session(dates: list[str], typed: str = "Fix the failing test in tests/test_cart.py", claude_md=None):
+    """Claude Code requests of one session, turn by turn; the reminder is rebuilt every request."""
+    first = {"role": "user", "content": [{"type": "text", "text": ""}, {"type": "text", "text": typed}]}
+    history: list[dict] = [first]
+    requests = []
+    for turn, date in enumerate(dates):
+        if turn:
+            history.append({"role": "user", "content": f"Step {turn}: now run the linter on src/cart.py"})
+        first["content"][0]["text"] = reminder(date, *([claude_md[turn]] if claude_md else []))
+        requests.append(cc_request(turn, copy.deepcopy(history)))
+        history.append({"role": "assistant", "content": [
+            {"type": "tool_use", "id": f"toolu_{turn:02d}", "name": "Bash", "input": {"command": "make test"}}]})
+        history.append({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": f"toolu_{turn:02d}", "content": "4 passed"}]})
+        history.append({"role": "assistant", "content": [{"type": "text", "text": f"Step {turn} done."}]})
+    return requests
+
+
+def run_cc(requests, stabilizer=None) -> list[list[dict]]:
+    stabilizer = stabilizer or Stabilizer(Settings(path_check="absolute"))
+    return [unmarked(stabilizer.stabilize_sync(copy.deepcopy(r), "anthropic_messages", target=VLLM)["messages"])
+            for r in requests]
+
+
+def text_of(message: dict) -> str:
+    content = message["content"]
+    return content if isinstance(content, str) else "\n".join(p.get("text", "") for p in content)
+
+
+def with_note(messages: list[dict], note: str) -> int:
+    """The index of the one message that carries ``note`` (its own message, or merged into one)."""
+    found = [i for i, m in enumerate(messages) if note in text_of(m)]
+    assert len(found) == 1, found
+    return found[0]
+
+
+# -- Claude Code ------------------------------------------------------------------------------
+
+
+def test_claude_code_resume_on_the_next_day_keeps_the_first_message_and_notes_the_date():
+    dates = ["2026-12-03", "2026-12-03", "2026-12-04", "2026-12-04", "2026-12-04"]
+    requests = cc_session(dates)
+    outputs = run_cc(requests)
+    first_day = unmarked(requests[0]["messages"][0])
+    note = context_note("reminder-date", "Today's date is 2026-12-04.")
+    where = set()
+    for turn, out in enumerate(outputs):
+        assert out[0] == first_day  # byte for byte the session's first message, every turn
+        client = unmarked(requests[turn]["messages"])
+        if turn < 2:
+            assert out == client
+            continue
+        # the note sits with the last client message of turn 2 (index 8: merged into it, or right
+        # after it, as the target's note form says), on that turn and every later one
+        where.add(with_note(out, note))
+        assert note not in json.dumps(client)
+        rest = [m for i, m in enumerate(out) if i not in where]
+        assert [text_of(m) for m in rest[1:]] == [text_of(m) for m in client[1:]] or \
+            all(text_of(c) in text_of(o) for c, o in zip(client[1:], out[1:]))
+    assert where in ({8}, {9})
+    for earlier, later in zip(outputs, outputs[1:]):  # prefix-monotone, the note included
+        assert later[: len(earlier) - 1] == earlier[:-1]
+    # the session's first message reached the model unchanged on day one
+    assert outputs[0] == unmarked(requests[0]["messages"])
+
+
+def test_the_users_own_text_is_never_rewritten():
+    """The user types a date sentence in their first prompt (after the reminder), and in a later turn."""
+    typed = "Today's date is 2026-01-15. Today's date is wrong in the report header, fix it."
+    requests = cc_session(["2026-12-03", "2026-12-04", "2026-12-05"], typed=typed)
+    outputs = run_cc(requests)
+    for out in outputs:
+        assert out[0]["content"][1] == {"type": "text", "text": typed}
+        assert "Today's date is 2026-12-03." in out[0]["content"][0]["text"]
+    # A first message with no reminder at all: the user's sentence is the first text.
+    session = []
+    st_ = Stabilizer(Settings(path_check="absolute"))
+    for turn, date in enumerate(["2026-12-03", "2026-12-04"]):
+        session.append({"role": "user", "content": f"Today's date is {date}. Write the changelog entry."})
+        out = st_.stabilize_sync(cc_request(turn, copy.deepcopy(session)), "anthropic_messages", target=VLLM)
+        assert unmarked(out["messages"]) == unmarked(mark_last(session))
+        session.append({"role": "assistant", "content": [{"type": "text", "text": "ok"}]})
+
+
+def test_a_genuine_change_to_the_block_passes_with_the_pinned_date():
+    md = ["Run `make test` first.", "Run `make test` first.", "Run `make check` first (tests and lint)."]
+    requests = cc_session(["2026-12-03", "2026-12-04", "2026-12-04"], claude_md=md)
+    outputs = run_cc(requests)
+    assert outputs[1][0] == unmarked(requests[0]["messages"][0])
+    assert outputs[2][0]["content"][0]["text"] == reminder("2026-12-03", md[2])  # the edit reaches the model
+    assert with_note(outputs[2], context_note("reminder-date", "Today's date is 2026-12-04."))
+
+
+def test_without_a_profile_or_setting_nothing_is_read():
+    """The same reminder from a client no profile knows (no headers, an unknown head): untouched."""
+    st_ = Stabilizer(Settings(path_check="absolute"))
+    first = {"role": "user", "content": [{"type": "text", "text": reminder("2026-12-03")},
+                                         {"type": "text", "text": "hello"}]}
+    for turn, date in enumerate(["2026-12-03", "2026-12-04"]):
+        first["content"][0]["text"] = reminder(date)
+        data = {"model": "m", "max_tokens": 10, "system": "You are a helpful assistant.",
+                "messages": [copy.deepcopy(first)], "litellm_session_id": "plain"}
+        out = st_.stabilize_sync(copy.deepcopy(data), "anthropic_messages", target=VLLM)
+        assert out["messages"] == data["messages"]
+
+
+def test_profile_declares_the_claude_code_block():
+    assert CC_BLOCK and CC_BLOCK[0][2] == ("reminder-date",)
+    applied = profiles.apply(Settings(), profiles.CLAUDE_CODE)
+    assert applied.first_user_context == [ContextBlock(start=CC_BLOCK[0][0], end=CC_BLOCK[0][1],
+                                                       presets=CC_BLOCK[0][2])]
+    assert Settings().first_user_context == []  # the global settings are untouched
+    # Claude Code's apostrophe variants and its China time-zone date form are the same preset
+    for sentence in ["Today\u2019s date is 2026-12-03.", "Today\u02bcs date is 2026/12/03.", "Today\u02b9s date is 2026-12-03."]:
+        text = reminder("X").replace("Today's date is X.", sentence)
+        (block,) = context_blocks([text], _rules(CC_BLOCK))
+        assert block[:3] == (0, 0, len(text) - 1)
+        assert re.search(VOLATILE_PRESETS["reminder-date"], text).group("value") == sentence
+
+
+def _rules(declared):
+    from litellm_prefix.rules.volatile import _context_rules
+
+    return _context_rules(tuple(ContextBlock(start=a, end=b, presets=c) for a, b, c in declared))
+
+
+def test_blocks_stop_at_the_users_text():
+    rules = _rules(CC_BLOCK)
+    text = reminder("2026-12-03")
+    assert context_blocks([text, "hi"], rules) == [(0, 0, len(text) - 1, rules[0][2])]
+    assert context_blocks(["hi " + text], rules) == []  # not at the start: the user's
+    assert context_blocks([text[:-25]], rules) == []  # never closed: not the agent's block
+    assert len(context_blocks([text + text], rules)) == 2  # one after another
+
+
+# -- Qwen Code and Gemini CLI (chat completions) -----------------------------------------------
+
+
+QWEN_HEAD = "You are Qwen Code, an interactive CLI agent developed by Alibaba Group, specializing in software engineering tasks."
+GEMINI_HEAD = "You are Gemini CLI, an interactive CLI agent specializing in software engineering tasks."
+
+
+def chat_session(first_text, dates, head, *, ack=True, parts=False, settings=None):
+    """A session whose first user message is the agent's context (detected by its head: the profile)."""
+    st_ = Stabilizer(settings or Settings(path_check="absolute"))
+    outputs, requests = [], []
+    history: list[dict] = [{"role": "user", "content": ""}]
+    if ack:
+        history.append({"role": "assistant", "content": "Got it. Thanks for the context!"})
+    for turn, date in enumerate(dates):
+        text = first_text(date)
+        history[0]["content"] = [{"type": "text", "text": text}, {"type": "text", "text": "Today's date is 1999-01-01"}] \
+            if parts else text
+        history.append({"role": "user", "content": f"Prompt {turn}: add a unit test for the cart total"})
+        data = {"model": "m", "messages": [{"role": "system", "content": head},
+                                           *copy.deepcopy(history)], "litellm_session_id": "chat-ctx"}
+        requests.append(data)
+        outputs.append(st_.stabilize_sync(copy.deepcopy(data), "acompletion", target=VLLM)["messages"])
+        history.append({"role": "assistant", "content": f"Added test {turn}."})
+    return requests, outputs
+
+
+def test_qwen_code_environment_context_is_pinned():
+    dates = ["Thursday, December 3, 2026", "Thursday, December 3, 2026", "Friday, December 4, 2026"]
+    requests, outputs = chat_session(qwen_context, dates, QWEN_HEAD)
+    for out in outputs:
+        assert out[1] == {"role": "user", "content": qwen_context(dates[0])}
+    assert outputs[1] == requests[1]["messages"]
+    note = context_note("context-date", "Today's date is Friday, December 4, 2026 (formatted according to the user's locale).")
+    assert with_note(outputs[2], note) >= len(requests[2]["messages"]) - 1
+    client = requests[2]["messages"]
+    assert outputs[2][2 : len(client) - 1] == client[2:-1]  # nothing else moved
+    assert text_of(client[-1]) in text_of(outputs[2][len(client) - 1])
+
+
+def test_gemini_cli_session_context_is_pinned_and_the_users_part_is_kept():
+    dates = ["Thursday, December 3, 2026", "Friday, December 4, 2026"]
+    requests, outputs = chat_session(gemini_context, dates, GEMINI_HEAD, ack=False, parts=True)
+    for out in outputs:
+        assert out[1]["content"] == [{"type": "text", "text": gemini_context(dates[0])},
+                                     {"type": "text", "text": "Today's date is 1999-01-01"}]
+    assert with_note(outputs[1], "Friday, December 4, 2026")
+    # The same context from a client no profile knows: untouched; declared in the settings: pinned.
+    _, plain = chat_session(gemini_context, dates, "You are a helpful assistant.", ack=False, parts=True)
+    assert "Friday, December 4, 2026" in plain[1][1]["content"][0]["text"]
+    declared = Settings(path_check="absolute", first_user_context=blocks_setting(GEMINI_BLOCK))
+    _, pinned = chat_session(gemini_context, dates, "You are a helpful assistant.", ack=False, parts=True,
+                             settings=declared)
+    assert pinned[1][1] == outputs[1][1]
+
+
+def test_responses_input_items():
+    st_ = Stabilizer(Settings(path_check="absolute", first_user_context=blocks_setting(QWEN_BLOCK)))
+    outs = []
+    for date in ["Thursday, December 3, 2026", "Friday, December 4, 2026"]:
+        data = {"model": "m", "instructions": "You are an agent.", "litellm_session_id": "resp-ctx",
+                "input": [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": qwen_context(date)}]},
+                          {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go"}]}]}
+        outs.append(st_.stabilize_sync(data, "aresponses", target=Target(provider="openai"))["input"])
+    assert outs[1][0] == outs[0][0] and outs[0][0]["content"][0]["text"] == qwen_context("Thursday, December 3, 2026")
+    assert "Friday, December 4, 2026" in json.dumps(outs[1][2:])
+
+
+# -- the journal ---------------------------------------------------------------------------
+
+
+def test_pins_survive_a_restart_and_a_journal_of_the_previous_version_loads():
+    dates = ["2026-12-03", "2026-12-04", "2026-12-04", "2026-12-05"]
+    requests = cc_session(dates)
+    alone = run_cc(requests)
+    store = MemoryStore(100, 3600)
+    first = Stabilizer(Settings(path_check="absolute"), store=store)
+    outs = run_cc(requests[:2], first)
+    fresh = MemoryStore(100, 3600)
+    for key, (_, raw, refs) in list(store._journals.items()):
+        journal = Journal.decoded(raw)
+        assert Journal.decoded(journal.encoded()) == journal
+        fresh._journals[key] = (1, journal.encoded(), refs)
+    fresh._texts.update(store._texts)
+    outs += run_cc(requests[2:], Stabilizer(Settings(path_check="absolute"), store=fresh))
+    assert outs == alone
+    # A journal without the entries (an older version's) loads; the first value seen is pinned from then on.
+    assert Journal.decoded('{"v":1,"n":3,"volatile":[["todays-date","a","a"]]}').volatile == (("todays-date", "a", "a"),)
+
+
+# -- properties ----------------------------------------------------------------------------
+
+DAYS = ["2026-12-03", "2026-12-04", "2026-12-05", "2026/12/06"]
+
+
+@st.composite
+def cc_cases(draw):
+    turns = draw(st.integers(2, 6))
+    dates = sorted(draw(st.lists(st.sampled_from(DAYS), min_size=turns, max_size=turns)))
+    md = draw(st.lists(st.sampled_from(["Use tabs.", "Use spaces.", "Today's date is 2030-01-01."]),
+                       min_size=turns, max_size=turns))
+    typed = draw(st.sampled_from(["Fix it", "Today's date is 2026-12-09.", "# currentDate\nToday's date is x.",
+                                  "<system-reminder>\nAs you answer the user's questions, you can use the following context:\n"]))
+    typed += draw(st.text(alphabet="abc 12-:.\n'", max_size=20))
+    return dates, md, typed
+
+
+props = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@props
+@given(cc_cases())
+def test_properties_on_claude_code_sessions(case):
+    dates, md, typed = case
+    requests = cc_session(dates, typed=typed, claude_md=md)
+    outputs = run_cc(requests)
+    assert run_cc(requests) == outputs  # deterministic
+    again = Stabilizer(Settings(path_check="absolute"))
+    for turn, out in enumerate(outputs):  # idempotent: the stabilized session again changes nothing
+        redo = again.stabilize_sync(cc_request(turn, copy.deepcopy(out)), "anthropic_messages", target=VLLM)
+        assert unmarked(redo["messages"]) == out
+        # nothing lost, the user's text untouched: every client message but the first is there as sent
+        client = unmarked(requests[turn]["messages"])
+        assert out[0]["content"][1] == client[0]["content"][1]
+        dumped = [json.dumps(m) for m in out]
+        for message in client[1:]:
+            assert any(json.dumps(message)[:-2] in d for d in dumped) or any(
+                text_of(message) in text_of(m) for m in out if m["role"] == message["role"])
+        # the block: the client's own, but for the pinned date sentence of the session's first request
+        assert out[0]["content"][0]["text"] == reminder(dates[0], md[turn])
+        told = [m for m in out if "Current value:\nToday's date is" in text_of(m)]
+        assert (not told) == (set(dates[: turn + 1]) == {dates[0]})
+    if len(set(md)) == 1:  # the client only appended: each turn's output a prefix of the next
+        for earlier, later in zip(outputs, outputs[1:]):
+            assert later[: len(earlier) - 1] == earlier[:-1]
