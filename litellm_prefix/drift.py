@@ -220,9 +220,9 @@ def _offset(old: HeadRecord, new: HeadRecord, new_texts: dict[str, str], ctx: Co
 def record_head(view: View, journal: Journal, ctx: Context) -> tuple[View, Journal, list[Event]]:
     """Record the head sent; report a change that is not an append (never for pings)."""
     record, texts = head_record(view, ctx)
-    if ctx.ping:
-        return view, journal, [Event("head", {"fingerprint": record.fingerprint})]
     old = journal.head
+    if ctx.ping and old is not None:  # a warm-up ping never moves the recorded head (the first one records it)
+        return view, journal, [Event("head", {"fingerprint": record.fingerprint})]
     # Unchanged: the journal is not rewritten (an unchanged journal costs no save; its TTL is
     # refreshed when it is read).
     journal = journal if old == record else journal.replace(head=record)

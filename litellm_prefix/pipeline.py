@@ -17,9 +17,9 @@ from .rules.memory import snapshot_memory
 from .rules.mid_system import place_mid_conversation_system
 from .rules.notes import place_notes, reseed
 from .rules.patches import drop_redundant_patches
-from .rules.paths import stabilize_install_paths
+from .rules.paths import keep_install_root, stabilize_install_paths
 from .rules.section_order import keep_section_order, record_section_order
-from .rules.tools import normalize_tool_order
+from .rules.tools import keep_session_tool_order, normalize_tool_order
 from .rules.volatile import pin_volatile_spans
 from .view import View
 
@@ -35,8 +35,9 @@ def stateless(rule):
 
 RULES = [
     stateless(set_aside_billing_block),
-    stateless(stabilize_install_paths),
+    keep_install_root,
     stateless(normalize_tool_order),
+    keep_session_tool_order,
     reseed,
     pin_volatile_spans,
     snapshot_memory,

@@ -77,7 +77,7 @@ async def test_switched_off_for_one_model_passes_that_model_through(tmp_path):
     data = _noisy_request()
     data["model"] = "chat"
     out = await handler.async_pre_call_deployment_hook(data, "acompletion")
-    assert [t["function"]["name"] for t in out["tools"]] == sorted(TOOL_NAMES)
+    assert [t["function"]["name"] for t in out["tools"]] == shuffled(TOOL_NAMES, 9)  # the agent's own order (toolOrder auto)
     assert handler.core.stats["rewritten"] == 1
 
 
@@ -99,7 +99,7 @@ async def test_internal_error_passes_the_request_through_and_is_counted(monkeypa
 
 
 async def test_pre_hook_then_deployment_hook_then_retry_is_idempotent():
-    handler = PrefixStabilizer(Settings(path_check="absolute", stable_path="/srv/pi-home"))
+    handler = PrefixStabilizer(Settings(path_check="trusted", stable_path="/srv/pi-home"))
     data = _noisy_request()
     first = await handler.async_pre_call_hook(None, None, data, "acompletion")
     frozen = copy.deepcopy({k: first[k] for k in ("messages", "tools")})
@@ -107,7 +107,7 @@ async def test_pre_hook_then_deployment_hook_then_retry_is_idempotent():
     retry = await handler.async_pre_call_deployment_hook(dict(again), "acompletion")
     assert {k: retry[k] for k in ("messages", "tools")} == frozen
     assert handler.core.stats["drift"] == 0
-    assert [t["function"]["name"] for t in first["tools"]] == sorted(TOOL_NAMES)
+    assert [t["function"]["name"] for t in first["tools"]] == shuffled(TOOL_NAMES, 9)  # the agent's own order (toolOrder auto)
     assert "/srv/pi-home/docs" in first["messages"][0]["content"]
 
 
@@ -162,7 +162,7 @@ async def test_a_failing_deployment_lookup_still_stabilizes(monkeypatch, caplog)
         raise RuntimeError("router exploded")
 
     monkeypatch.setattr(hook, "_proxy_deployment", broken)
-    handler = PrefixStabilizer(Settings(path_check="absolute", stable_path="/srv/pi-home"))
+    handler = PrefixStabilizer(Settings(path_check="trusted", stable_path="/srv/pi-home"))
     out = await handler.async_pre_call_hook(None, None, _noisy_request(), "acompletion")
     assert "/srv/pi-home/docs" in out["messages"][0]["content"]
     assert "could not resolve the deployment" in caplog.text
@@ -180,7 +180,7 @@ async def _pre_then_deployment(handler, data, between=None, model_info=None):
 
 
 async def test_deployment_hook_on_the_objects_the_pre_call_hook_wrote_redoes_nothing(monkeypatch):
-    settings = Settings(path_check="absolute", stable_path="/srv/pi-home")
+    settings = Settings(path_check="trusted", stable_path="/srv/pi-home")
     fast = PrefixStabilizer(settings)
     first, out = await _pre_then_deployment(fast, _noisy_request())
     assert fast.core.stats["unchanged_since_applied"] == 1
@@ -196,7 +196,7 @@ async def test_deployment_hook_on_the_objects_the_pre_call_hook_wrote_redoes_not
 
 
 async def test_a_request_changed_after_the_pre_call_hook_is_stabilized_again():
-    handler = PrefixStabilizer(Settings(path_check="absolute", stable_path="/srv/pi-home"))
+    handler = PrefixStabilizer(Settings(path_check="trusted", stable_path="/srv/pi-home"))
     order = shuffled(TOOL_NAMES, 3)
     other = pi_system_prompt(root=install_root("c"), tool_order=order)
 

@@ -76,9 +76,9 @@ def test_tool_order_keep_leaves_everything(ctx):
 
 def test_rule_reports_what_it_sorted(ctx):
     view = View("chat", (pi_system_prompt(tool_order=["b", "a"]),), tuple(openai_tools(["b", "a"])), ())
-    out, events = normalize_tool_order(view, ctx())
+    out, events = normalize_tool_order(view, ctx(tool_order="sort"))
     assert {e.data["where"] for e in events} == {"tools section", "tools[]"}
-    assert normalize_tool_order(out, ctx()) == (out, [])
+    assert normalize_tool_order(out, ctx(tool_order="sort")) == (out, [])
 
 
 def _slow_order(tools):
@@ -112,7 +112,7 @@ def test_remembered_order_gives_the_same_tools_json_and_names_as_sorting(tools, 
     expected_tools, expected_json = _slow_order(tools)
     for _ in range(repeats):
         fresh = copy.deepcopy(tools)
-        ctx = Context(settings=Settings())
+        ctx = Context(settings=Settings(tool_order="sort"))
         view, _ = normalize_tool_order(View("chat", (), tuple(fresh) if fresh else None, ()), ctx)
         got = list(view.tools or ())
         assert got == expected_tools

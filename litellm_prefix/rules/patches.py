@@ -146,6 +146,11 @@ def _patch_entries(item: Any) -> list[PatchEntry] | None:
     return parse_patch(text)
 
 
+def transcript_patches(view: View) -> dict[int, list[PatchEntry]]:
+    """The section patches in the body: ``{message index: its entries}``, in body order."""
+    return {i: e for i in view.system_roles if (e := _patch_entries(view.body[i])) is not None}
+
+
 def head_state(view: View) -> dict[str, str]:
     for segment in view.head:
         sections = parse_head(segment)
@@ -157,7 +162,7 @@ def head_state(view: View) -> dict[str, str]:
 def drop_redundant_patches(view: View, journal: Journal, ctx: Context) -> tuple[View, Journal, list[Event]]:
     if view.shape == "anthropic":
         return view, journal, []
-    patches = {i: e for i in view.system_roles if (e := _patch_entries(view.body[i])) is not None}
+    patches = transcript_patches(view)
     if not patches:
         return view, journal, []
     state = head_state(view)

@@ -17,6 +17,22 @@ recorded head, and the drift report sees it as before. The first head of a sessi
 recorded, never reordered. The recorded order is that of the head sent upstream (taken at
 the end of the pipeline, after the head pin) and lives in the journal (``order``: the
 head's hash, then each section's), so resumes and other replicas make the same choice.
+
+In-transcript patches (pi >= 0.86, ``rules/patches.py``): a typed run that changes a section
+(an AGENTS.md line) goes upstream with the forced head, which already holds the new text, so
+that head is recorded; pi sends the change as an ``Updated system prompt section`` message in
+the transcript too. The next notification run sends pi's *original* head plus that message:
+not a reorder of the recorded head as it stands, but the same sections once its patches are
+applied. So when the head itself is no reorder, it is compared again with the body's patches
+that reach the model applied to it, in order: an update replaces the tagged block of that
+name (or adds one), a removal drops it, and the removals ``rules/patches.py`` drops in
+notification runs are not applied. When that holds exactly the recorded sections, the recorded head goes
+upstream and the patch messages stay where they are. The patches are applied to the
+request's head only, never to the recorded one: the recorded head is what the model had on
+the last request, and it already holds the final text of every patched section (that is
+what "the same sections" says), so those patches change nothing in it and the model's
+prompt after the last patch is the one the client means. A patch to an untagged section (the
+preamble) never matches a tagged block, and any other difference passes through as before.
 """
 from __future__ import annotations
 
@@ -25,8 +41,10 @@ import re
 
 from ..context import Context, Event
 from ..journal import Journal
-from ..sections import JOIN, memo, parse_head, text_digest
+from ..sections import JOIN, PI_SECTIONS, memo, parse_head, text_digest
 from ..view import View
+from .notes import message_hash
+from .patches import is_notification, run_owner, transcript_patches
 
 _OPEN = re.compile(r"<([A-Za-z][A-Za-z0-9_.-]*)>\n")
 # Left out of the comparison: filler that pi's own prompt and a forced prompt may place differently.
@@ -101,18 +119,77 @@ def _in_order(text: str, order: tuple[str, ...], recorded: tuple[str, ...]) -> s
     return JOIN.join(by_hash[h] for h in recorded[1:])
 
 
+def patched_units(units: tuple[str, ...], patches) -> tuple[str, ...]:
+    """``units`` with each patch entry applied in turn: an update replaces the ``<NAME>`` block
+    (or adds it at the end), a removal drops it; untagged units are never touched."""
+    out = list(units)
+    for entries in patches:
+        for entry in entries:
+            opener, closer = f"<{entry.name}>\n", f"\n</{entry.name}>"
+            at = next((i for i, unit in enumerate(out) if unit.startswith(opener) and unit.endswith(closer)), None)
+            if entry.action == "removed":
+                if at is not None:
+                    del out[at]
+            elif at is None:
+                out.append(entry.block)
+            else:
+                out[at] = entry.block
+    return tuple(out)
+
+
+def _reaching(view: View, journal: Journal, ctx: Context, patches: dict[int, list]) -> list[list]:
+    """The entries of ``patches`` that ``drop_redundant_patches`` lets through whatever the head:
+    not a removal of an extension section inside a notification run, not a drop the journal
+    holds (unless its patch now leads a typed run). (Its other drops are no-ops: applying them
+    changes nothing.) The model's prompt is the head with these applied."""
+    out = []
+    for index, entries in patches.items():
+        owner = run_owner(view.body, index)
+        notification = owner is not None and is_notification(view.body[owner], ctx)
+        leads_typed = owner is not None and owner > index and not notification
+        patch_hash = message_hash(ctx, index) if journal.dropped and index < len(ctx.client_body) else ""
+        out.append([entry for number, entry in enumerate(entries)
+                    if not (entry.action == "removed" and notification and entry.name not in PI_SECTIONS)
+                    and (leads_typed or f"{index}:{patch_hash}:{number}" not in journal.dropped)])
+    return out
+
+
+def _patched_in_order(text: str, view: View, journal: Journal, ctx: Context) -> str | None:
+    """The recorded head, when ``text`` with the body's section patches applied holds exactly its sections."""
+    if view.shape == "anthropic":  # (no patches there: ``drop_redundant_patches`` leaves it alone too)
+        return None
+    patches = transcript_patches(view)
+    if not patches:
+        return None
+    recorded = journal.order
+    units = patched_units(head_units(text), _reaching(view, journal, ctx, patches))
+    if len(units) > MAX_SECTIONS:
+        return None
+    hashes = tuple(text_digest(unit) for unit in units)
+    if _compared(hashes) != _compared(recorded[1:]):
+        return None
+    by_hash = dict(zip(hashes, units))
+    by_hash.update((h, t) for h, t in _FILLERS.items() if h not in by_hash)
+    return JOIN.join(by_hash[h] for h in recorded[1:])
+
+
 def keep_section_order(view: View, journal: Journal, ctx: Context) -> tuple[View, Journal, list[Event]]:
     if not view.head:
         return view, journal, []
     text = view.head[0]
     recorded = journal.order
     order = order_of(text)
-    if recorded is not None and recorded[0] == order[0]:
+    if recorded is None or recorded[0] == order[0] or len(recorded) < 2:
         return view, journal, []
-    if recorded is not None and len(recorded) > 1 and len(order) > 1 and _compared(order[1:]) == _compared(recorded[1:]):
+    if len(order) > 1 and _compared(order[1:]) == _compared(recorded[1:]):
         head = memo(text, ("in order", recorded), lambda t: _in_order(t, order, recorded))
         return view.replace(head=(head, *view.head[1:])), journal, [
             Event("section_order", {"action": "kept recorded order", "sections": len(recorded) - 1})]
+    head = _patched_in_order(text, view, journal, ctx)
+    if head is not None:
+        return view.replace(head=(head, *view.head[1:])), journal, [
+            Event("section_order", {"action": "kept recorded order", "sections": len(recorded) - 1,
+                                    "patched": True})]
     return view, journal, []
 
 

@@ -1,14 +1,38 @@
-"""Tool order: tools sorted by name, in ``tools[]`` and in the head's ``<tools>`` section.
+"""Tool order: the agent's own order where it is stable, the session's first-seen order where it moves.
 
-Agents list tools in registration or discovery order, which changes with extension
-load order, MCP server start-up races and plugin updates. The model does not care;
-the prefix cache does. ``tools[]`` is sorted by name (OpenAI ``function.name``,
-Anthropic and Responses ``name``; unnamed built-ins by ``type``), ties broken by the
-tool's canonical JSON so the order is total and deterministic. A ``cache_control``
-mark on the last tool (Anthropic's breakpoint after the tool block) moves to the new
-last tool. Inside a ``<tools>`` section of the system text, each contiguous run of
-``- name: ...`` lines (with their indented continuation lines) is sorted by name;
-every other line stays where it is.
+Agents list tools in registration or discovery order. Some keep it the same on every
+request (Codex: built-ins in registration order, MCP tools sorted by name); others move it
+with extension load order, MCP server start-up races and plugin updates. The model does not
+care; the prefix cache does, and it cares across streams too: a subagent whose tool list
+starts like its main agent's shares that prefix, and re-sorting an order the agent already
+keeps stable costs exactly that (Codex's subagent shared 544 instead of 864 prefix tokens
+with its main agent once its own order was sorted). ``toolOrder`` says what to do:
+
+- ``auto`` (default): ``tools[]`` keeps the agent's own order. A session whose tools came in
+  the same order on every request so far is never touched. When a request brings tools
+  whose names the session has seen in another order, they go upstream in the order the
+  session last sent (``journal.head.tool_names``, recorded for every head sent): known
+  tools in that order, tools new to the session after them in the order they came.
+
+  Pinned, not sorted: the first time an order moves, the session's cache holds the
+  first-seen order, so sorting then would itself move the prefix (once more than the
+  agent did), and it would take away the order shared with the agent's other streams.
+  Sorting buys only sharing between sessions whose first orders differ, which a moving
+  order gives up anyway. The order lives in the journal, so a resume or another replica
+  pins the same one. A list with two tools of one name is left as sent (a name cannot
+  place it). A profile may set ``tool_order`` (``keep`` for an agent whose order is its
+  own and deterministic: never reordered; ``sort``), applied where the setting is ``auto``.
+- ``sort``: ``tools[]`` sorted by name on every request (OpenAI ``function.name``,
+  Anthropic and Responses ``name``; unnamed built-ins by ``type``), ties broken by the
+  tool's canonical JSON so the order is total and deterministic: the same bytes for every
+  session of any agent, whatever order it sends.
+- ``keep``: nothing is reordered.
+
+A ``cache_control`` mark on the last tool (Anthropic's breakpoint after the tool block)
+moves to the new last tool, whichever way the list was reordered. Under ``auto`` and
+``sort``, inside a ``<tools>`` section of the system text (pi's head), each contiguous run
+of ``- name: ...`` lines (with their indented continuation lines) is sorted by name; every
+other line stays where it is.
 """
 from __future__ import annotations
 
@@ -19,6 +43,7 @@ from typing import Any
 
 from ..context import Context, Event, compact_json
 from ..drift import remember_tools, tools_entry
+from ..journal import Journal
 from ..sections import SectionedText, memo, sections_of, segment_memo
 from ..view import View, tool_name
 
@@ -39,6 +64,11 @@ def sort_tools(tools: tuple[Any, ...]) -> tuple[Any, ...]:
         ordered = [tool for _, tool in sorted(zip(names, tools), key=lambda pair: pair[0])]
     else:  # duplicate names: the canonical JSON breaks the tie, so the order is still total
         ordered = sorted(tools, key=lambda t: (tool_name(t), _canonical(t)))
+    return _reordered(tools, ordered)
+
+
+def _reordered(tools: tuple[Any, ...], ordered: list[Any]) -> tuple[Any, ...]:
+    """``ordered`` (the same tools in another order), the last tool's ``cache_control`` mark moved with the end."""
     if all(a is b for a, b in zip(tools, ordered)):
         return tools
     last = tools[-1]
@@ -46,8 +76,17 @@ def sort_tools(tools: tuple[Any, ...]) -> tuple[Any, ...]:
     others_marked = any((type(t) is dict or isinstance(t, Mapping)) and "cache_control" in t for t in tools[:-1])
     if mark is not None and not others_marked and ordered[-1] is not last:
         ordered = [({k: v for k, v in t.items() if k != "cache_control"} if t is last else t) for t in ordered]
-        ordered[-1] = {**ordered[-1], "cache_control": mark}
+        ordered[-1] = _marked_at(ordered[-1], mark, list(last).index("cache_control"))
     return tuple(ordered)
+
+
+def _marked_at(tool: Mapping[str, Any], mark: Any, position: int) -> dict[str, Any]:
+    """``tool`` with the ``cache_control`` mark at the key position it had on the client's last
+    tool: the tool's JSON is sent in its own key order, so the bytes match those of the same tool
+    marked by the client itself."""
+    items = [(k, v) for k, v in tool.items() if k != "cache_control"]
+    items.insert(min(position, len(items)), ("cache_control", mark))
+    return dict(items)
 
 
 def _sort_entry_runs(lines: list[str]) -> list[str]:
@@ -170,8 +209,35 @@ def _order_of(tools: tuple[Any, ...]) -> tuple[tuple[int, ...] | None, str | Non
             tuple(tool_name(t) for t in ordered))
 
 
+def pinned_order(tools: tuple[Any, ...], recorded: tuple[str, ...] | None) -> tuple[Any, ...]:
+    """``tools`` in the ``recorded`` order of names: known tools in that order, new ones after
+    them as they came. Left as sent without a recorded order or with a name twice in ``tools``."""
+    if not tools or not recorded:
+        return tools
+    names = [tool_name(t) for t in tools]
+    if tuple(names) == recorded or len(set(names)) != len(names):
+        return tools
+    rank = {name: i for i, name in enumerate(recorded)}
+    known = sorted((pair for pair in zip(names, tools) if pair[0] in rank), key=lambda pair: rank[pair[0]])
+    return _reordered(tools, [t for _, t in known] + [t for n, t in zip(names, tools) if n not in rank])
+
+
+def keep_session_tool_order(view: View, journal: Journal, ctx: Context) -> tuple[View, Journal, list[Event]]:
+    """``toolOrder: auto``: ``tools[]`` in the order this stream last sent upstream (its recorded head)."""
+    if ctx.settings.tool_order != "auto" or not view.tools or journal.head is None:
+        return view, journal, []
+    tools = pinned_order(view.tools, journal.head.tool_names)
+    if tools is view.tools:
+        return view, journal, []
+    return view.replace(tools=tools), journal, [
+        Event("tool_order", {"where": "tools[]", "count": len(tools), "order": "session"})]
+
+
 def normalize_tool_order(view: View, ctx: Context) -> tuple[View, list[Event]]:
-    if ctx.settings.tool_order != "sort":
+    """``sort``: ``tools[]`` and the head's ``<tools>`` entries sorted; ``auto``: the entries only
+    (``tools[]`` is the session's, ``keep_session_tool_order``); ``keep``: nothing."""
+    mode = ctx.settings.tool_order
+    if mode not in ("sort", "auto"):
         return view, []
     events: list[Event] = []
     segments = tuple(sort_tools_in_head(segment) for segment in view.segments)
@@ -180,7 +246,7 @@ def normalize_tool_order(view: View, ctx: Context) -> tuple[View, list[Event]]:
     else:
         segments = None
     tools = view.tools
-    if tools:
+    if tools and mode == "sort":
         new_tools = _sorted_tools(tools, ctx)
         if new_tools is not tools:
             events.append(Event("tool_order", {"where": "tools[]", "count": len(tools)}))
