@@ -36,8 +36,7 @@ from typing import Any
 
 from . import wire
 from .context import Recent
-from .session import scoped_key, session_id, tenant_of
-from .view import field_of
+from .session import identify, scoped_key, tenant_of
 
 logger = logging.getLogger("litellm_prefix")
 
@@ -63,9 +62,9 @@ def client_session_id(data: Mapping[str, Any]) -> str | None:
 
 def session_key(data: Mapping[str, Any], call_type: Any = None, api_key_hash: str | None = None,
                 team_id: str | None = None, settings: Any = None, model_names: Sequence[str] = ()) -> str | None:
-    """The tenant-scoped session key of a request (``session.scoped_key`` of ``session.session_id``);
-    None for a request that is no conversation (embeddings, images) or has nothing to tell its
-    session by (no id, no user message): such requests are never pinned together."""
+    """The tenant-scoped session key of a request (``session.identify``'s affinity key, the one the
+    transform gives too); None for a request that is no conversation (embeddings, images) or has
+    nothing to tell its session by (no id, no user message): such requests are never pinned together."""
     adapter = wire.wire_for(data, call_type)
     if adapter is None:
         return None
@@ -75,10 +74,7 @@ def session_key(data: Mapping[str, Any], call_type: Any = None, api_key_hash: st
         from . import profiles
 
         profile = profiles.detect(data, view.head, settings, model_names)
-    raw, source = session_id(data, view, profile)
-    if source == "first user message" and not any(field_of(item, "role") == "user" for item in view.body):
-        return None
-    return scoped_key(tenant_of(data, api_key_hash, team_id), raw)
+    return identify(data, view, profile, api_key_hash, team_id).affinity_key
 
 
 def give_session_id(data: MutableMapping[str, Any], key: str, call_type: Any = None) -> str | None:

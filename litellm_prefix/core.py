@@ -23,9 +23,9 @@ from cachetools import Cache, LRUCache
 from . import pipeline, profiles, wire
 from .context import Context, Event, Expiring, Target
 from .drift import tools_json
+from .rules.paths import link_target
 from .journal import Journal
-from .view import field_of
-from .session import scoped_key, session_id, session_stream, tenant_of
+from .session import DERIVED, identify, scoped_key
 from .settings import Settings
 from .metrics import Stats
 from .sinks import Sinks
@@ -34,6 +34,7 @@ from .store import build_store, journal_text_refs
 logger = logging.getLogger("litellm_prefix")
 
 SAVE_ATTEMPTS = 3
+FIRST_BUCKET_SECONDS = 600  # a derived session's first journal waits this long (to 2x) for its second request
 
 # The top-level fields a wire adapter reads a request's view from.
 _VIEW_FIELDS = ("messages", "tools", "system", "input", "instructions")
@@ -161,18 +162,21 @@ class Stabilizer:
             agent = profile.name if profile is not None else None
             ctx = Context(settings=settings, target=target or Target(), client_body=view.body,
                           ping=is_warmup_ping(data))
-            affinity_key = None
+            if settings.create_symlink:  # first: the install-path rule rewrites only roots stablePath resolves to
+                root = link_target(view, ctx)
+                if root is not None:
+                    self.sinks.link(root, settings)
+            affinity_key = hint_key = None
             if applied is not None:
                 new_view, _, events = pipeline.run(view, Journal(), ctx, pipeline.STATELESS_RULES)
                 key, drift = None, None
             else:
-                session, source = session_id(data, view, profile)
-                stream = session_stream(data, view, profile)  # a subagent: its own stream in the session
-                tenant = tenant_of(data, api_key_hash, team_id)
-                key = scoped_key(tenant, session if stream is None else f"{session}\x00{stream}")
-                affinity_key = None if source == "first user message" and not any(
-                    field_of(item, "role") == "user" for item in view.body) else scoped_key(tenant, session)
-                new_view, events = await self._run_with_journal(view, ctx, key)
+                # One identity (session.identify): the journal's key (a subagent or an auxiliary call
+                # is its own stream), the hints' key and the router's never disagree.
+                identity = identify(data, view, profile, api_key_hash, team_id)
+                key, hint_key, affinity_key = identity.key, identity.cache_key, identity.affinity_key
+                new_view, events = await self._run_with_journal(view, ctx, key, fresh=identity.fresh,
+                                                                seeds=self._first_keys(identity))
                 drift = next((e.data for e in events if e.kind == "drift"), None)
             updates = adapter.write(data, new_view) if new_view is not view else {}
         except Exception as exc:  # fail open: the gateway never breaks a call
@@ -186,14 +190,14 @@ class Stabilizer:
             return data
         data.update(updates)
         if hints:
-            events = events + self._apply_hints(data, adapter.name, ctx, key if applied is None else applied.key,
+            events = events + self._apply_hints(data, adapter.name, ctx, hint_key if applied is None else applied.key,
                                                 view, api_key_hash, team_id)
         self.stats["requests"] += 1
         if updates:
             self.stats["rewritten"] += 1
         if call_id:
             self.applied[call_id] = Applied(adapter.name, model_settings, settings, target or Target(),
-                                            key if applied is None else applied.key, agent,
+                                            hint_key if applied is None else applied.key, agent,
                                             affinity_key if applied is None else applied.affinity_key)
             self.written[call_id] = tuple(data.get(k) for k in _VIEW_FIELDS)
         if agent:  # reported like a rule's event: every sink reads the agent from the events
@@ -218,7 +222,8 @@ class Stabilizer:
         """Provider cache hints on the stabilized request (rules/hints.py); fails open on its own."""
         try:
             if key is None:
-                key = scoped_key(tenant_of(data, api_key_hash, team_id), session_id(data, view)[0])
+                key = identify(data, view, profiles.detect(data, view.head, ctx.settings), api_key_hash,
+                               team_id).cache_key
             updates, events = pipeline.run_hints(data, shape, ctx.but(session_key=key))
         except Exception as exc:
             self.stats["errors"] += 1
@@ -236,16 +241,48 @@ class Stabilizer:
             raise RuntimeError("stabilize_sync works with the in-memory store only; await stabilize() instead")
         return asyncio.run(self.stabilize(data, call_type, **kwargs))
 
-    async def _run_with_journal(self, view, ctx: Context, key: str):
+    def _first_keys(self, identity) -> tuple[str, ...]:
+        """Where a derived session's first request leaves its journal for the session's second one
+        (newest first): under the stream's key and a 10-minute time bucket. The first request starts
+        from an empty journal (it may share its derived key with an older session); the second,
+        the first to carry an answer and so its own key, starts from what its first request decided
+        (its pins, the lines to learn) when it finds no journal of its own and comes within 10 to 20
+        minutes. A one-off resumed days later starts empty: no older session's decisions leak in."""
+        if identity.source != DERIVED:
+            return ()
+        bucket = int(self.clock() // FIRST_BUCKET_SECONDS)
+        return tuple(scoped_key(identity.cache_key, f"first\x00{b}") for b in (bucket, bucket - 1))
+
+    async def _run_with_journal(self, view, ctx: Context, key: str, fresh: bool = False,
+                                seeds: tuple[str, ...] = ()):
         """Load, run, compare-and-set; on a conflict reload and run again (bounded).
 
         The load brings the texts the journal refers to, so the rules run once and the
         shared store costs two round trips at most (load; a save only when a decision changed). The save goes to
-        the store that answered the load, never to the other one."""
+        the store that answered the load, never to the other one. ``fresh``: the first request of
+        a derived session (session.py) runs on an empty journal, neither loaded nor saved."""
         ctx = ctx.but(now=self.clock())  # the time history-dependent rules see
+        if fresh:  # run on an empty journal; kept for the session's second request only (seeds[0])
+            new_view, new_journal, events = pipeline.run(view, Journal(), ctx)
+            if seeds and new_journal != Journal():
+                texts = {h: t for e in events if e.kind == "texts" for h, t in e.data["texts"].items()}
+                for _ in range(SAVE_ATTEMPTS):
+                    loaded = await self.store.load(seeds[0])
+                    if await self.store.save(seeds[0], loaded, new_journal.encoded(),
+                                             journal_text_refs(new_journal), texts) is not False:
+                        break
+            return new_view, events
         for attempt in range(SAVE_ATTEMPTS):
             loaded = await self.store.load(key)
             journal = _decoded(loaded.journal) if loaded.journal else Journal()
+            seeded = False
+            if loaded.journal is None and loaded.version == 0:
+                for seed in seeds:  # the second request of a derived session: its first one's decisions
+                    first = await self.store.load(seed)
+                    if first.journal:
+                        journal, seeded = _decoded(first.journal), True
+                        loaded = dataclasses.replace(loaded, texts={**first.texts, **loaded.texts})
+                        break
             run_ctx = ctx.but(texts={**ctx.texts, **loaded.texts}) if loaded.texts else ctx
             new_view, new_journal, events = pipeline.run(view, journal, run_ctx)
             needed = [h for e in events if e.kind == "need_texts" for h in e.data["hashes"]]
@@ -255,7 +292,7 @@ class Stabilizer:
                 run_ctx = run_ctx.but(texts={**run_ctx.texts, **texts}, texts_fetched=True)
                 new_view, new_journal, events = pipeline.run(view, journal, run_ctx)
             texts = {h: t for e in events if e.kind == "texts" for h, t in e.data["texts"].items()}
-            if new_journal == journal:
+            if new_journal == journal and not seeded:  # (a seeded journal is saved under its own key)
                 if texts:
                     await self.store.put_texts(loaded, texts)
                 return new_view, events

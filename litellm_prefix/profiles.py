@@ -24,7 +24,7 @@ from functools import lru_cache
 from typing import Any
 
 from .sections import segment_memo
-from .settings import Settings, remembered_for
+from .settings import ContextBlock, Settings, remembered_for
 
 BILLING_PREFIX = "x-anthropic-billing-header:"
 
@@ -52,6 +52,31 @@ class Profile:
     shared_head: tuple[str, ...] = ()
     # Tell subagents apart by the first head segment that is not shared (when no header says so).
     stream_by_head: bool = False
+    # Agent ids naming a stream where they differ from the session id (``header:NAME``,
+    # ``body:FIELD``): spawned agents under one subagent header (Codex's ``thread-id``).
+    stream_sources: tuple[str, ...] = ()
+    # Subagents that share the session id and the head (no header says so) are told apart by the
+    # conversation's first prompt: the first user message not matching these context patterns.
+    stream_by_first_prompt: tuple[str, ...] = ()
+    # Auxiliary calls, each its own stream: (kind, ``head:REGEX`` matched at the start of one of
+    # the first three head segments, or ``last_user:REGEX`` at the start of the last user message).
+    aux_streams: tuple[tuple[str, str], ...] = ()
+    # The main loop always sends tools: a request of this agent without tools is an auxiliary call.
+    main_has_tools: bool = False
+    # Where the agent names its workspace (regexes, group 1 the path), before session.WORKSPACE.
+    workspace: tuple[str, ...] = ()
+    # Where the agent's package sits when installed (``packagePathSuffix`` values): the install
+    # root it prints into its prompt ends in one of these (rules/paths.py).
+    install_suffixes: tuple[str, ...] = ()
+    # Blocks the agent writes at the start of its first user message (``firstUserContext``, never
+    # the user's typed text): (start regex, end regex or "" for the part's end, presets pinned inside).
+    first_user_context: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
+    # The agent's fixed reply to a first user message that is all context (regexes, whole text): it
+    # and that message are no part of the session's identity (session.first_typed).
+    context_ack: tuple[str, ...] = ()
+    # The order of its ``tools[]`` (rules/tools.py), applied where ``toolOrder`` is ``auto``: ``keep``
+    # (its own order is deterministic: never reordered), ``sort``, or None (the session decides).
+    tool_order: str | None = None
     source: str = ""
 
 
@@ -79,6 +104,17 @@ CLAUDE_CODE = Profile(
         r"You are a Claude agent, built on Anthropic's Claude Agent SDK\.\s*$",
     ),
     stream_by_head=True,
+    # /compact (2.1.197, explore_cc.md): the instructions go as text blocks appended to the LAST user
+    # message, tools kept: "CRITICAL: Respond with TEXT ONLY. Do NOT call any tools." then the summary prompt.
+    aux_streams=(("compaction", r"last_user:CRITICAL: Respond with TEXT ONLY\. Do NOT call any tools"),
+                 ("compaction", r"last_user:Your task is to create a detailed summary of the (?:conversation so far"
+                                r"|RECENT portion of the conversation)"),
+                 ("compaction", r"head:You are a helpful AI assistant tasked with summarizing conversations")),
+    # 2.1.197 (native binary, otr()): the user context as the first part of the first user message,
+    # "<system-reminder>\nAs you answer ...context:\n# claudeMd\n...\n# currentDate\nToday's date is
+    # 2026-12-03.\n\n      IMPORTANT: ...\n</system-reminder>\n".
+    first_user_context=((r"<system-reminder>\nAs you answer the user's questions, you can use the following context:\n",
+                         r"\n</system-reminder>", ("reminder-date",)),),
     source="@anthropic-ai/claude-code 2.1.90 cli.js (request headers, z08 attribution header, user_id metadata, "
     "system blocks [billing, identity, prompt]); 2.1.197 is a native binary",
 )
@@ -97,6 +133,18 @@ CODEX = Profile(
                      "body:prompt_cache_key"),
     # Review, compaction and memory runs share the conversation's id under another prompt.
     subagent_headers=("x-openai-subagent",),
+    # Spawned agents share the session id and header value; each has its own thread id.
+    stream_sources=("header:thread-id",),
+    stream_by_first_prompt=(r"<user_instructions>", r"# AGENTS\.md instructions for ", r"<INSTRUCTIONS>",
+                            r"<environment_context>", r"<[a-z_]+_(?:context|instructions)>"),
+    # Automatic compaction comes without the subagent header (codex-rs core compact prompt.md).
+    # Automatic compaction (0.171.0, explore_cc.md): same headers, no tools, request_kind in the turn metadata.
+    aux_streams=(("compaction", r'header:x-codex-turn-metadata:"request_kind"\s*:\s*"compaction"'),
+                 ("compaction", r"last_user:You are performing a CONTEXT CHECKPOINT COMPACTION")),
+    main_has_tools=True,
+    # (Its tools come in build_specs' registration order, MCP tools sorted by name: the same order on
+    # every request. The default toolOrder auto keeps that order, and only pins a session's order
+    # should it ever move; keep would let a moving order through.)
     source="openai/codex codex-rs/codex-api/src/requests/headers.rs (session_id header, x-openai-subagent), "
     "codex-rs/core (originator codex_cli_rs, user agent <originator>/<version> (...))",
 )
@@ -113,6 +161,15 @@ OPENCODE = Profile(
     ),
     volatile_presets=("todays-date",),
     session_sources=("header:x-session-affinity", "header:x-opencode-session"),
+    # Its title and compaction requests share the session id (src/agent/prompt/title.txt, compaction.txt).
+    # 1.18.33 (explore_cc.md): the title request comes first, no tools, system "You are a title
+    # generator. You output ONLY a thread title...". Compaction's system prompt, by version.
+    aux_streams=(("title", r"head:You are a title generator"),
+                 ("compaction", r"head:(?:You are a helpful AI assistant tasked with summarizing conversations"
+                                r"|You are summarizing a conversation for continuation by another agent"
+                                r"|You are an anchored context summarization assistant"
+                                r"|You are a context summarization agent)")),
+    main_has_tools=True,
     source="anomalyco/opencode packages/opencode/src/session (x-session-affinity / X-Session-Id / "
     "x-parent-session-id headers; x-opencode-session and User-Agent opencode/<version> to its own providers)",
 )
@@ -128,11 +185,69 @@ PI = Profile(
     head_markers=("\n</tools>\n\n<rules>\n",),  # its sectioned head
     volatile_presets=("current-date",),
     session_sources=("header:session_id", "header:x-session-affinity", "body:prompt_cache_key"),
+    # Both package names print the root (README, docs, examples paths): @mariozechner/... 0.73.1 and
+    # @earendil-works/... 1.6.0 dist/core/system-prompt.js (getReadmePath/getDocsPath/getExamplesPath).
+    install_suffixes=("node_modules/@earendil-works/pi-coding-agent", "node_modules/@mariozechner/pi-coding-agent"),
     source="@earendil-works/pi-coding-agent 0.74.2 dist/core/system-prompt.js (Current date line), "
     "dist/utils/pi-user-agent.js (pi/<version> (...)), dist/core/sdk.js",
 )
 
-PROFILES: tuple[Profile, ...] = (CLAUDE_CODE, CODEX, OPENCODE, PI)
+# Qwen Code: no session id to an OpenAI-compatible base URL (``metadata.sessionId`` goes only to
+# DashScope). Its context (date, OS, cwd, folder tree) is the first user message, answered by a fixed
+# "Got it. Thanks for the context!"; main agent and subagents both start with it, then the task.
+QWEN_CODE_CONTEXT = r"This is the Qwen Code\. We are setting up the context for our chat\."
+QWEN_CODE = Profile(
+    name="qwen-code",
+    headers=(
+        ("user-agent", r"^QwenCode/"),
+        ("x-dashscope-useragent", r"^QwenCode/"),
+    ),
+    head_signature=(
+        r"You are Qwen Code, an interactive CLI agent",
+    ),
+    stream_by_first_prompt=(QWEN_CODE_CONTEXT,),
+    # The whole first user message is its context; "Today's date is <toLocaleDateString> (formatted ...)."
+    first_user_context=((QWEN_CODE_CONTEXT + r"\n", "", ("context-date",)),),
+    context_ack=(r"Got it\. Thanks for the context!",),  # STARTUP_CONTEXT_MODEL_ACK
+    aux_streams=(("title", r"head:Generate a concise, sentence-case title"),
+                 ("compaction", r"head:\s*You are the component that summarizes internal chat history"),
+                 ("next-speaker", r"last_user:Analyze \*only\* the content and structure of your immediately")),
+    main_has_tools=True,
+    workspace=(r"(?m)^I'm currently working in the directory: (\S[^\n]*?)[ \t]*$",
+               r"(?m)^I'm currently working in the following directories:\n  - (\S[^\n]*?)[ \t]*$"),
+    source="@qwen-code/qwen-code 0.15.10 cli.js (DefaultOpenAICompatibleProvider.buildHeaders: User-Agent "
+    "QwenCode/<version> (<platform>; <arch>); DashScope provider X-DashScope-UserAgent, buildMetadata; "
+    "utils/environmentContext.ts; services/sessionTitle.ts; getCompressionPrompt)",
+)
+
+# Gemini CLI: Google-native routes; no session id. Its <session_context> block (date, OS, temp dir,
+# workspace, folder tree) is the first part of the first user message, the prompt the second part.
+GEMINI_CLI = Profile(
+    name="gemini-cli",
+    headers=(
+        ("user-agent", r"^GeminiCLI(?:-[^/\s]+)?/|proxy_client=geminicli"),
+    ),
+    head_signature=(
+        r"You are Gemini CLI, an (?:autonomous|interactive) CLI agent specializing in software engineering",
+        r"You are an interactive CLI agent specializing in software engineering tasks\.",
+    ),
+    aux_streams=(("compaction", r"head:\s*You are a specialized system component responsible for distilling chat history"),
+                 ("loop-check", r"head:You are a diagnostic agent that determines whether a conversational AI"),
+                 ("summary", r"last_user:Summarize the user's primary intent or goal in this conversation"),
+                 ("next-speaker", r"last_user:Analyze \*only\* the content and structure of your immediately")),
+    main_has_tools=True,
+    workspace=(r"(?m)^- \*\*Workspace Directories:\*\*\n  - (\S[^\n]*?)[ \t]*$",),
+    first_user_context=((r"<session_context>\nThis is the Gemini CLI\. We are setting up the context for our chat\.\n",
+                         r"\n</session_context>", ("context-date",)),),
+    # Its generalist subagent shares the head's start and the session: told apart by its task (the
+    # first typed text: the prompt part after <session_context>, or the subagent's first message).
+    stream_by_first_prompt=(r"<session_context>\n",),
+    source="@google/gemini-cli 0.61.0 bundle/chunk-JDPZ4CE3.js (createContentGenerator: User-Agent "
+    "GeminiCLI[-<client>]/<version>/<model> (<platform>; <arch>; <surface>), CloudCodeVSCode/... proxy_client=geminicli; "
+    "getEnvironmentContext; getCompressionPrompt; LOOP_DETECTION_SYSTEM_PROMPT; SUMMARY_PROMPT)",
+)
+
+PROFILES: tuple[Profile, ...] = (CLAUDE_CODE, CODEX, OPENCODE, PI, QWEN_CODE, GEMINI_CLI)
 BY_NAME: dict[str, Profile] = {p.name: p for p in PROFILES}
 
 
@@ -220,7 +335,7 @@ _APPLIED: "OrderedDict[tuple[int, str], tuple[Settings, Settings]]" = OrderedDic
 
 
 def apply(settings: Settings, profile: Profile | None) -> Settings:
-    """``settings`` with the profile's presets and notification patterns added (never removed).
+    """``settings`` with the profile's presets, notification patterns and install suffixes added (never removed).
 
     The same object for the same settings object and profile (remembered for the last 64), so
     a request does not copy the settings and recompile their derived values."""
@@ -237,4 +352,13 @@ def _apply(settings: Settings, profile: Profile) -> Settings:
     patterns = [p for p in profile.notification_patterns if p not in settings.notification_patterns]
     if patterns:
         updates["notification_patterns"] = [*settings.notification_patterns, *patterns]
+    suffixes = [s for s in profile.install_suffixes if s not in settings.package_path_suffixes]
+    if suffixes:
+        updates["package_path_suffix"] = [*settings.package_path_suffixes, *suffixes]
+    blocks = [ContextBlock(start=a, end=b, presets=c) for a, b, c in profile.first_user_context]
+    blocks = [block for block in blocks if block not in settings.first_user_context]
+    if blocks:
+        updates["first_user_context"] = [*settings.first_user_context, *blocks]
+    if profile.tool_order and settings.tool_order == "auto":
+        updates["tool_order"] = profile.tool_order
     return settings.model_copy(update=updates) if updates else settings

@@ -1,15 +1,66 @@
-"""Session identity, always tenant-scoped.
+"""Session identity, always tenant-scoped: ``identify`` is the one derivation behind the journal
+key, the router's affinity key and the provider-hint key, so they never disagree.
 
-Session id, first found wins: the agent's own id (its profile's ``session_sources``:
+**Session id**, first found wins: the agent's own id (its profile's ``session_sources``:
 Claude Code's ``x-claude-code-session-id`` or ``metadata.user_id``, Codex's
 ``session-id``/``thread-id``/``session_id``/``x-client-request-id`` headers and
 ``prompt_cache_key``, opencode's ``x-session-affinity``/``x-opencode-session``), then
 LiteLLM's ``litellm_session_id`` / ``metadata.session_id`` (the proxy fills them from
-``x-session-id``), ``prompt_cache_key``, the ``x-session-affinity`` header, else a key
-derived from the first user message (its marks ignored). A subagent is its own stream
-inside the session (``session_stream``). The
-tenant is the team id, else the API-key hash; the stored key is a hash of both, so
-one tenant can never read or steer another's state, and no raw id is ever logged.
+``x-session-id``), ``prompt_cache_key``, the ``x-session-affinity`` header, else a
+**derived** key. The tenant is the team id, else the API-key hash; every stored key is a
+hash of both, so one tenant can never read or steer another's state, and no raw id is ever
+logged.
+
+**A derived key never merges two sessions.** It is a hash of what tells sessions apart:
+
+- the *anchor*: the first typed text (``first_typed``, its marks ignored: the first user
+  message without the context blocks the profile declares at its start, ``first_user_context``,
+  found as rules/volatile.py's ``context_blocks`` finds them; a first user message that is all
+  declared context, Qwen Code's, is skipped with the agent's fixed reply to it, ``context_ack``,
+  and the next user message is the prompt as typed. So a resume that re-renders the block with
+  that day's date and folder tree keeps its anchor; text the user types is never taken for
+  context: only declared blocks, only at the start of the first user message), the workspace
+  the request names (the cwd line of the head or of the context items before the first answer:
+  pi's ``cwd`` section, Claude Code's and opencode's ``Working directory:``, Codex's ``<cwd>``,
+  Qwen Code's and Gemini CLI's blocks; the profile's ``workspace`` patterns first, then the
+  generic ones), the agent, and the head's identity: the start (256 characters) of its first
+  segment that is not shared by every agent of the kind, with digits and weekday/month names
+  blanked. Only the start: an AGENTS.md edit, a new tool, a date or an install path later in
+  the head never changes it, so a session whose head genuinely changes is never split;
+- the *first answer*: the first assistant turn after that first typed prompt (never the
+  agent's fixed reply to its context): its tool-call ids where a model generated them (random);
+  ids that carry no randomness (``synthesized_call_id``: Gemini CLI's come back from LiteLLM as
+  ``call_<tool name>``, the same in every session) are no identity, and the calls' names and
+  arguments with the answer's text are used instead; an answer without calls: its text.
+
+Limit. Two sessions whose first request and first answer are byte-identical in the same
+workspace cannot be told apart without an agent id: from the second request on they share one
+journal, as one session's turns would. An operator who runs
+such sessions (scripted, in parallel) sends ``x-session-id`` (or ``metadata.session_id``) per
+session: it comes before any derived key.
+
+Decision. A request with no answer in its history is the first request of a session (or a
+retry of it): it runs on an empty journal, and nothing is loaded or saved for it, so it can
+never inherit another session's pins or notes (two sessions with the same first prompt, the
+same workspace and the same head are indistinguishable at that point; and from an empty
+journal an identical retry gets identical bytes). Every later request keys on (anchor, first
+answer): a continuation and a resume (its history carries the first answer) find their own
+journal; a second session with the same first prompt has another first answer (or another
+workspace), so another journal. The link between request 1 and request 2 is the
+client's own: request 2 pins the head it carries, which is request 1's head unless the head
+changed in the seconds between them (then only request 1's short prefix is computed again).
+Router affinity and ``prompt_cache_key`` use the anchor (with the stream), which holds from
+the first request on: routing two look-alike sessions together shares a cache, never state.
+
+**Streams.** Inside a session each of these is its own stream with its own head and pins
+(``session_stream``), so none reads as a change of the main head: a subagent (a subagent
+header; an agent id such as Codex's ``thread-id`` that differs from the session id; else,
+where the profile says its subagents share the session id, the first head segment that is
+not shared, or the conversation's first prompt after the agent's context items), and an
+auxiliary call (the profile's ``aux_streams`` patterns on the head, a header's value, or the start of the
+last user message or of one of its text parts (Claude Code's ``/compact`` appends its
+instructions there): titles, summaries, compaction prompts; and, for an agent whose main loop
+always sends tools, any request without tools).
 """
 from __future__ import annotations
 
@@ -17,16 +68,26 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from .journal import content_hash, unmarked
+from .rules.volatile import context_blocks
+from .sections import segment_memo
 from .view import View, field_of
 
 if TYPE_CHECKING:
     from .profiles import Profile
 
 SESSION_HEADERS = ("x-session-id", "x-litellm-session-id", "x-claude-code-session-id", "session_id", "x-session-affinity")
+DERIVED = "derived"  # the source of a derived session id
+
+# Where a request names its workspace, for agents without a profile pattern (one group: the path).
+WORKSPACE = (
+    r"(?m)^[ \t]*(?:Current )?[Ww]orking directory:[ \t]*(\S[^\n]*?)[ \t]*$",
+    r"<cwd>\s*([^<\n]+?)\s*</cwd>",
+)
 
 
 def _metadata(data: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -45,20 +106,117 @@ def _headers(data: Mapping[str, Any]) -> Mapping[str, Any]:
     return headers if isinstance(headers, Mapping) else {}
 
 
-def _first_user_text(view: View) -> str:
-    for item in view.body:
-        if field_of(item, "role") == "user":
-            content = field_of(item, "content")
-            try:
-                return json.dumps(unmarked({"content": content})["content"], sort_keys=True, ensure_ascii=False,
-                                  default=str)
-            except (TypeError, ValueError):
-                return str(content)
+def _content_text(content: Any) -> str:
+    """A content's text: the string, or its text parts joined."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, (list, tuple)):
+        return "\n".join(t for part in content
+                         if isinstance(t := field_of(part, "text"), str))
     return ""
 
 
-_DIGITS = re.compile(r"[0-9]+")
+_TEXT_PARTS = ("text", "input_text")
+
+
+@lru_cache(maxsize=64)
+def _block_rules(blocks: tuple[tuple[str, str, tuple[str, ...]], ...]) -> tuple:
+    """A profile's ``first_user_context`` compiled the way ``context_blocks`` reads them."""
+    return tuple((re.compile(start), re.compile(end) if end else None, ()) for start, end, _ in blocks)
+
+
+def _typed_content(content: Any, rules: tuple) -> Any:
+    """``content`` without the declared context blocks at its start (rules/volatile.py's
+    ``context_blocks``: from the start of its first text part, block after block); None where
+    nothing else is left (the whole message is the agent's context)."""
+    if isinstance(content, str):
+        texts = [content]
+    elif isinstance(content, (list, tuple)):
+        texts = []
+        for part in content:
+            if not (field_of(part, "type") in _TEXT_PARTS and isinstance(field_of(part, "text"), str)):
+                break
+            texts.append(field_of(part, "text"))
+    else:
+        return content
+    blocks = context_blocks(texts, rules)
+    if not blocks:
+        return content
+    cut: dict[int, int] = {}
+    for index, _, stop, _ in blocks:
+        cut[index] = stop
+    if isinstance(content, str):
+        return content[cut[0]:].lstrip() or None
+    parts = []
+    for position, part in enumerate(content):
+        if position in cut:
+            rest = texts[position][cut[position]:].lstrip()
+            if not rest:
+                continue  # a part that is all context
+            part = {**part, "text": rest} if isinstance(part, Mapping) else rest
+        parts.append(part)
+    return parts or None
+
+
+def _is_user_message(item: Any) -> bool:
+    return field_of(item, "role") == "user" and field_of(item, "type") in (None, "message")
+
+
+def first_typed(view: View, profile: "Profile | None") -> tuple[int, Any] | None:
+    """(index, content) of the conversation's first typed text: the first user message with the
+    profile's declared context blocks at its start taken off (``first_user_context``: Gemini CLI's
+    ``<session_context>`` part, Claude Code's date reminder). A first user message that is *all*
+    declared context (Qwen Code's) is skipped with the agent's fixed reply to it (``context_ack``),
+    and the next user message is the prompt, as typed (never searched for blocks: only the start of
+    the first user message is the agent's). Where the reply is not the declared one, the context
+    message stands as the prompt (the key is then as fine as the whole message). None: no user message."""
+    body = view.body
+    first = next((index for index, item in enumerate(body) if _is_user_message(item)), None)
+    if first is None:
+        return None
+    content = field_of(body[first], "content")
+    rules = _block_rules(profile.first_user_context) if profile is not None and profile.first_user_context else ()
+    typed = _typed_content(content, rules) if rules else content
+    if typed is not None:
+        return first, typed
+    at = first + 1
+    if at < len(body) and field_of(body[at], "role") == "assistant":
+        reply = _text_of(body[at]).strip()
+        if not any(_re(pattern).fullmatch(reply) for pattern in profile.context_ack):
+            return first, content
+        at += 1
+    for index in range(at, len(body)):
+        if _is_user_message(body[index]):
+            return index, field_of(body[index], "content")
+    return first, content  # (no prompt yet after the context: the context stands for it)
+
+
+def _first_user_text(view: View, profile: "Profile | None" = None) -> str:
+    typed = first_typed(view, profile)
+    if typed is None:
+        return ""
+    content = typed[1]
+    try:
+        return json.dumps(unmarked({"content": content})["content"], sort_keys=True, ensure_ascii=False,
+                          default=str)
+    except (TypeError, ValueError):
+        return str(content)
+
+
+def _text_of(item: Any) -> str:
+    """The text of a message or item: a string content, or its text parts joined."""
+    return _content_text(field_of(item, "content"))
+
+
+# Blanked in the head's identity and a head-told stream: a date, clock, counter or version
+# near the start never splits a session or a stream.
+_VOLATILE = re.compile(r"[0-9]+|\b(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)[a-z]*\b"
+                       r"|\b(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\b")
 _LEGACY_USER_ID = re.compile(r"_session_([A-Za-z0-9-]{8,})$")
+
+
+def _blanked(text: str) -> str:
+    return _VOLATILE.sub("0", text)
 
 
 def claude_code_user_id_session(value: Any) -> str | None:
@@ -103,31 +261,231 @@ def agent_session_id(data: Mapping[str, Any], profile: "Profile | None") -> tupl
     return None
 
 
-def session_stream(data: Mapping[str, Any], view: View, profile: "Profile | None") -> str | None:
-    """A subagent's stream inside its session (``None``: the main stream or no profile).
+# -- what tells sessions and streams apart ---------------------------------------------
 
-    A subagent header names it; else, for agents whose subagents share the session id, the
-    first head segment that is not shared by every agent of the kind (billing block,
-    identity line) tells the streams apart, so a subagent's head never reads as a change
-    of the main head and keeps its own pins.
+
+@lru_cache(maxsize=256)
+def _re(pattern: str) -> "re.Pattern[str]":
+    return re.compile(pattern)
+
+
+def _identity_segment(view: View, profile: "Profile | None") -> str | None:
+    """The head's first segment not shared by every agent of the kind, blanked, its start only."""
+    shared = profile.shared_head if profile is not None else ()
+    for segment in view.head:
+        if not any(_re(pattern).match(segment) for pattern in shared):
+            return _blanked(segment[:256])
+    return None
+
+
+def head_identity(view: View, profile: "Profile | None") -> str:
+    segment = _identity_segment(view, profile)
+    return content_hash(segment) if segment is not None else ""
+
+
+def _context_items(view: View) -> list[Any]:
+    """The body's user, system and developer items before the first answer (the agent's context)."""
+    items = []
+    for item in view.body:
+        if field_of(item, "role") not in ("user", "system", "developer"):
+            break
+        items.append(item)
+    return items
+
+
+def workspace(view: View, profile: "Profile | None") -> str:
+    """The workspace the request names (a cwd line in the head, else in the context items), or ''."""
+    patterns = (*(profile.workspace if profile is not None else ()), *WORKSPACE)
+    for segment in view.head:
+        found = segment_memo(segment, ("session.workspace", patterns), lambda s: _search(s, patterns))
+        if found:
+            return found
+    for item in _context_items(view):
+        found = _search(_text_of(item), patterns)
+        if found:
+            return found
+    return ""
+
+
+def _search(text: str, patterns: tuple[str, ...]) -> str:
+    for pattern in patterns:
+        match = _re(pattern).search(text, 0, 200_000)
+        if match:
+            return match.group(1) if match.groups() else match.group(0)
+    return ""
+
+
+# A tool-call id that carries no randomness is the same in every session (Gemini CLI's calls come
+# back from LiteLLM's translation as ``call_<tool name>``): under 8 characters once a known prefix
+# and the tool's name are taken off.
+_ID_PREFIX = re.compile(r"^(?:call|toolu|tooluse|fc|fn|tool)[_-]?")
+_RANDOM_MIN = 8
+
+
+def synthesized_call_id(call_id: str, name: Any = None) -> bool:
+    """True for a tool-call id that no model generated (it tells no session from another)."""
+    rest = _ID_PREFIX.sub("", call_id, count=1)
+    if isinstance(name, str) and name:
+        rest = rest.replace(name, "")
+    return len(re.sub(r"[^0-9A-Za-z]", "", rest)) < _RANDOM_MIN
+
+
+def _call_of(call: Any) -> tuple[str, Any, Any]:
+    """(id, name, arguments) of a chat tool call, an Anthropic tool_use block or a Responses item."""
+    function = field_of(call, "function")
+    if function is not None:
+        name, arguments = field_of(function, "name"), field_of(function, "arguments")
+    else:
+        name = field_of(call, "name")
+        arguments = field_of(call, "arguments")
+        if arguments is None:
+            arguments = field_of(call, "input")
+    call_id = field_of(call, "call_id") if field_of(call, "call_id") is not None else field_of(call, "id")
+    return call_id if isinstance(call_id, str) else "", name, arguments
+
+
+def first_answer(view: View, profile: "Profile | None" = None) -> str | None:
+    """The identity of the first answer in the history (None: no answer yet): the first assistant
+    turn after the conversation's first typed prompt (``first_typed``: never an agent's fixed reply
+    to its context), up to the client's next item. Its tool-call ids (chat ``tool_calls``,
+    Anthropic ``tool_use`` blocks, Responses ``function_call`` items) where a model generated them;
+    where any is synthesized (``synthesized_call_id``), the calls' names and arguments with the
+    answer's text; else its text."""
+    typed = first_typed(view, profile)
+    start = typed[0] + 1 if typed is not None else 0
+    calls: list[tuple[str, Any, Any]] = []
+    text: str | None = None
+    started = False
+    for item in view.body[start:]:
+        role = field_of(item, "role")
+        kind = field_of(item, "type")
+        if role in ("user", "system", "developer", "tool") or (role is None and kind in (None, "message")) \
+                or (isinstance(kind, str) and kind.endswith("_output")):
+            if started:  # the answer ends where the client's next item (a result, a prompt) begins
+                break
+            continue
+        started = True
+        calls.extend(_call_of(call) for call in field_of(item, "tool_calls") or ())
+        content = field_of(item, "content")
+        if isinstance(content, (list, tuple)):
+            calls.extend(_call_of(part) for part in content
+                         if field_of(part, "type") in ("tool_use", "server_tool_use"))
+        if role is None and isinstance(field_of(item, "call_id"), str):
+            calls.append(_call_of(item))  # a Responses function_call / custom_tool_call / local_shell_call item
+        if text is None and role == "assistant":
+            text = _text_of(item).strip()
+        if role == "assistant" and field_of(item, "type") in (None, "message") and view.shape != "responses":
+            break  # chat and Anthropic: one assistant message is the whole answer
+    if not started:
+        return None
+    ids = [call_id for call_id, _, _ in calls if call_id]
+    if ids and not any(synthesized_call_id(call_id, name) for call_id, name, _ in calls if call_id):
+        return "ids:" + content_hash("\x00".join(ids))
+    if calls:
+        what = [[name, arguments] for _, name, arguments in calls]
+        return "calls:" + content_hash(json.dumps([what, text or ""], sort_keys=True, ensure_ascii=False,
+                                                  default=str))
+    return "text:" + content_hash(text or "")
+
+
+def derived_session_id(view: View, profile: "Profile | None") -> str:
+    """The anchor of a derived session: first user message, workspace, agent, head identity."""
+    parts = (_first_user_text(view, profile), workspace(view, profile), profile.name if profile is not None else "",
+             head_identity(view, profile))
+    digest = hashlib.sha256("\x00".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:24]
+    return f"{DERIVED}:{digest}"
+
+
+def _aux_stream(data: Mapping[str, Any], view: View, profile: "Profile", named: bool) -> str | None:
+    """The kind of auxiliary call this request is (a title, a summary, a compaction prompt), or None.
+    (A request without tools is one only where no header or agent id already names its stream.)"""
+    last_user = None
+    for kind, spec in profile.aux_streams:
+        where, _, pattern = spec.partition(":")
+        if where == "head":
+            if any(_re(pattern).match(segment) for segment in view.head[:3]):
+                return kind
+        elif where == "header":  # header:NAME:REGEX, searched in the header's value
+            name, _, pattern = pattern.partition(":")
+            value = _headers(data).get(name)
+            if isinstance(value, str) and _re(pattern).search(value):
+                return kind
+        elif where == "last_user":  # at the start of the last user message, or of one of its text parts
+            if last_user is None:
+                item = next((item for item in reversed(view.body) if field_of(item, "role") == "user"), None)
+                content = field_of(item, "content") if item is not None else None
+                last_user = [_content_text(content), *(t for part in content if isinstance(
+                    t := field_of(part, "text"), str))] if isinstance(content, (list, tuple)) \
+                    else [_content_text(content)]
+            if any(_re(pattern).match(text.lstrip()) for text in last_user):
+                return kind
+    if profile.main_has_tools and not view.tools and not named:
+        return f"no-tools:{head_identity(view, profile)}"
+    return None
+
+
+def _first_prompt(view: View, profile: "Profile") -> str | None:
+    """The conversation's first prompt: the first typed text (``first_typed``), past the agent's
+    context items that lead the conversation (user messages matching ``stream_by_first_prompt``,
+    each followed by another user message: Codex's AGENTS.md and environment context)."""
+    typed = first_typed(view, profile)
+    if typed is None:
+        return None
+    index, content = typed
+    body = view.body
+    while True:
+        text = _content_text(content).lstrip()
+        following = index + 1 < len(body) and _is_user_message(body[index + 1])
+        if not following or not any(_re(pattern).match(text) for pattern in profile.stream_by_first_prompt):
+            return text
+        index += 1
+        content = field_of(body[index], "content")
+
+
+def session_stream(data: Mapping[str, Any], view: View, profile: "Profile | None",
+                   session: str | None = None) -> str | None:
+    """The stream inside the session (``None``: the main stream, or no profile).
+
+    A subagent: a subagent header names it, and an agent id that differs from the session id
+    (``stream_sources``) tells spawned agents under one header apart; else, for agents whose
+    subagents share the session id, the first head segment that is not shared by every agent
+    of the kind (billing block, identity line) or the conversation's first prompt after the
+    agent's context items. An auxiliary call (``aux_streams``; a request without tools from an
+    agent whose main loop always has tools) is a stream of its own, inside the subagent's
+    stream where it is a subagent's. A subagent's head never reads as a change of the main
+    head, and keeps its own pins.
     """
     if profile is None:
         return None
     headers = _headers(data)
+    parts: list[str] = []
     for name in profile.subagent_headers:
         value = headers.get(name)
         if isinstance(value, str) and value:
-            return f"agent:{value}"
-    if profile.stream_by_head:
-        for segment in view.head:
-            if not any(re.match(pattern, segment) for pattern in profile.shared_head):
-                # Digits blanked: a date or counter near the start never splits the main stream.
-                return f"head:{content_hash(_DIGITS.sub('0', segment[:256]))}"
-    return None
+            parts.append(f"agent:{value}")
+            break
+    for source in profile.stream_sources:
+        value = _agent_source(data, headers, source)
+        if value and value != session:
+            parts.append(f"thread:{value}")
+            break
+    named = bool(parts)
+    if not parts and profile.stream_by_head:
+        segment = _identity_segment(view, profile)
+        if segment is not None:
+            parts.append(f"head:{content_hash(segment)}")
+    if not parts and profile.stream_by_first_prompt:
+        prompt = _first_prompt(view, profile)
+        if prompt is not None:
+            parts.append(f"task:{content_hash(prompt)}")
+    aux = _aux_stream(data, view, profile, named)
+    if aux is not None:
+        parts.append(f"aux:{aux}")
+    return "\x00".join(parts) or None
 
 
 def session_id(data: Mapping[str, Any], view: View, profile: "Profile | None" = None) -> tuple[str, str]:
-    """(raw session id, how it was found)."""
+    """(raw session id, how it was found); a derived id is the session's anchor (see the module doc)."""
     own = agent_session_id(data, profile)
     if own is not None:
         return own
@@ -144,8 +502,46 @@ def session_id(data: Mapping[str, Any], view: View, profile: "Profile | None" = 
         value = headers.get(name)
         if isinstance(value, str) and value:
             return value, f"header {name}"
-    digest = hashlib.sha256(_first_user_text(view).encode("utf-8", "surrogatepass")).hexdigest()[:24]
-    return f"first-user:{digest}", "first user message"
+    return derived_session_id(view, profile), DERIVED
+
+
+# -- the one identity ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """Who a request belongs to. ``key``: its journal (tenant, session, stream and, for a derived
+    session, the first answer); ``fresh``: the first request of a derived session, run on an
+    empty journal that is neither loaded nor saved; ``cache_key``: the same on every request of
+    the stream, for provider hints; ``affinity_key``: the session's, for the router (None: a
+    derived session with no user message, nothing to tell it by)."""
+
+    key: str
+    cache_key: str
+    affinity_key: str | None
+    session: str  # the raw id (never logged)
+    source: str
+    stream: str | None
+    fresh: bool = False
+
+
+def identify(data: Mapping[str, Any], view: View, profile: "Profile | None" = None,
+             api_key_hash: str | None = None, team_id: str | None = None) -> Identity:
+    session, source = session_id(data, view, profile)
+    stream = session_stream(data, view, profile, session)
+    tenant = tenant_of(data, api_key_hash, team_id)
+    scoped = session if stream is None else f"{session}\x00{stream}"
+    cache_key = scoped_key(tenant, scoped)
+    affinity_key = scoped_key(tenant, session)
+    if source != DERIVED:
+        return Identity(cache_key, cache_key, affinity_key, session, source, stream)
+    if not any(field_of(item, "role") == "user" for item in view.body):
+        affinity_key = None
+    answer = first_answer(view, profile)
+    if answer is None:
+        return Identity(scoped_key(tenant, f"{scoped}\x00first"), cache_key, affinity_key, session, source, stream,
+                        fresh=True)
+    return Identity(scoped_key(tenant, f"{scoped}\x00{answer}"), cache_key, affinity_key, session, source, stream)
 
 
 def tenant_of(data: Mapping[str, Any], api_key_hash: str | None = None, team_id: str | None = None) -> str:

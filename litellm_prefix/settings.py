@@ -47,8 +47,8 @@ class ModelOverrides(BaseModel):
     model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True)
 
     enabled: bool | None = None  # false: this model's requests pass through byte-identical
-    tool_order: Literal["sort", "keep"] | None = None
-    path_check: Literal["exists", "absolute"] | None = None
+    tool_order: Literal["auto", "sort", "keep"] | None = None
+    path_check: Literal["exists", "absolute", "trusted"] | None = None
     supports_mid_conversation_system: bool | None = None
     keep_billing_header: bool | None = None
     prompt_cache_key: bool | None = None
@@ -82,6 +82,18 @@ VOLATILE_PRESETS = {
     #   (@anthropic-ai/claude-code 2.1.36 cli.js: parts joined by "\n" and "\n\n"; 2.1.332 native
     #   binary: every part joined by "\n\n", an optional "Git user:" part).
     "git-status": r"(?ms)^gitStatus: .*?^Recent commits:(?:\r?\n[0-9a-f]{4,64}(?: [^\r\n]*)?){0,5}",
+    # Dates in an agent's context block at the start of the first user message (``firstUserContext``),
+    # each anchored on the agent's own text around it, so a user's line inside the block (a quoted
+    # CLAUDE.md) is never the match:
+    # Claude Code 2.1.197: "# currentDate\nToday's date is 2026-12-03.\n\n      IMPORTANT: this context ..."
+    #   in its <system-reminder> (otr() and qla() in the native binary's bundle; currentDate is the last
+    #   key; the apostrophe is one of ' \u2019 \u02bc \u02b9, the date 2026/12/03 in China's time zones).
+    "reminder-date": r"(?m)^# currentDate\r?\n(?P<value>Today['\u2019\u02bc\u02b9]s date is [^\r\n]+)"
+                     r"(?=\r?\n\r?\n[ \t]*IMPORTANT: this context may or may not be relevant)",
+    # Qwen Code 0.15 and Gemini CLI 0.61: "This is the <agent>. We are setting up the context for our
+    #   chat.\nToday's date is Thursday, December 3, 2026 (formatted according to the user's locale)."
+    #   (toLocaleDateString; packages/core/src/utils/environmentContext.ts in both).
+    "context-date": r"We are setting up the context for our chat\.\r?\n(?P<value>Today's date is [^\r\n]+)",
 }
 
 # The same presets inside tool descriptions (the tools come first in the prompt, so a date
@@ -100,7 +112,7 @@ DEFAULT_LEARNED_VOLATILE_EXCLUDE = [r"^x-anthropic-billing-header:"]
 
 
 # Agent profiles (litellm_prefix/profiles.py); "none" forces no profile.
-AGENT_PROFILES = ("claude-code", "codex", "opencode", "pi")
+AGENT_PROFILES = ("claude-code", "codex", "opencode", "pi", "qwen-code", "gemini-cli")
 
 
 class ProfilesSetting(BaseModel):
@@ -109,7 +121,30 @@ class ProfilesSetting(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     detect: bool = True
-    force: dict[str, Literal["claude-code", "codex", "opencode", "pi", "none"]] = Field(default_factory=dict)
+    force: dict[str, Literal["claude-code", "codex", "opencode", "pi", "qwen-code", "gemini-cli", "none"]] = Field(default_factory=dict)
+
+
+class ContextBlock(BaseModel):
+    """``firstUserContext``: a block the agent writes at the start of its first user message (never
+    the user's own text); the presets named pin their first match inside it (rules/volatile.py).
+    ``start`` is matched where the block begins (a text part's start, or right after an earlier
+    block); the block ends at the first match of ``end`` after that (``""``: the part's end)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    start: str = Field(min_length=1)
+    end: str = ""
+    presets: tuple[Literal["current-date", "todays-date", "git-status", "reminder-date", "context-date"], ...] = Field(
+        min_length=1)
+
+    @field_validator("start", "end")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"not a valid regular expression: {exc}") from None
+        return value
 
 
 class VolatileRule(BaseModel):
@@ -138,12 +173,17 @@ class _Keys(BaseModel):
     enabled: bool = True
     log: str | None = None
     stable_path: str = DEFAULT_STABLE_PATH
-    package_path_suffix: str = DEFAULT_PACKAGE_PATH_SUFFIX
+    # One suffix, or a list (files only); an agent's profile adds its own (profiles.apply).
+    package_path_suffix: str | list[str] = DEFAULT_PACKAGE_PATH_SUFFIX
     create_symlink: bool = False
-    path_check: Literal["exists", "absolute"] = "exists"
+    # exists: rewrite a root only where stablePath resolves to it on this disk; absolute: the
+    # gateway cannot see the agents' disk, roots pass through; trusted: the operator declares
+    # stablePath resolves to the install root on every agent's machine (rules/paths.py).
+    path_check: Literal["exists", "absolute", "trusted"] = "exists"
     memory_snapshot: Literal["stable", "refresh"] = "stable"
     store: str = "memory"
-    tool_order: Literal["sort", "keep"] = "sort"
+    # auto: the agent's own order, pinned per session where it moves (rules/tools.py); a profile may say sort or keep
+    tool_order: Literal["auto", "sort", "keep"] = "auto"
     supports_mid_conversation_system: bool | None = None
     session_ttl_seconds: int = Field(default=6 * 3600, gt=0)
     max_sessions: int = Field(default=10_000, gt=0)
@@ -154,13 +194,15 @@ class _Keys(BaseModel):
     notification_patterns: list[str] = Field(default_factory=lambda: list(DEFAULT_NOTIFICATION_PATTERNS))
     memory_markers: list[tuple[str, str]] = Field(default_factory=list)
     volatile: list[VolatileRule] = Field(default_factory=list)
-    volatile_presets: list[Literal["current-date", "todays-date", "git-status"]] = Field(default_factory=list)
+    volatile_presets: list[Literal["current-date", "todays-date", "git-status", "reminder-date", "context-date"]] = Field(
+        default_factory=list)
     max_session_bytes: int = Field(default=256 * 1024, gt=1024)
     store_timeout_ms: int = Field(default=50, gt=0, le=10_000)
     learned_volatile: bool = True
     learned_volatile_max_lines: int = Field(default=16, gt=0, le=256)
     learned_volatile_note_seconds: int = Field(default=3600, ge=0)
     learned_volatile_exclude: list[str] = Field(default_factory=lambda: list(DEFAULT_LEARNED_VOLATILE_EXCLUDE))
+    first_user_context: list[ContextBlock] = Field(default_factory=list)
     profiles: ProfilesSetting | Literal["auto", "off"] = Field(default_factory=ProfilesSetting)
     keep_billing_header: bool = False
     metrics_port: int = Field(default=0, ge=0, le=65535)
@@ -197,11 +239,12 @@ class _Keys(BaseModel):
 
     @field_validator("package_path_suffix")
     @classmethod
-    def _suffix_is_relative(cls, value: str) -> str:
-        value = value.strip().strip("/")
-        if not value:
-            raise ValueError("must not be empty")
-        return value
+    def _suffix_is_relative(cls, value: str | list[str]) -> str | list[str]:
+        if isinstance(value, list):
+            if not value:
+                raise ValueError("must name at least one suffix")
+            return list(dict.fromkeys(_one_suffix(item) for item in value))
+        return _one_suffix(value)
 
     @field_validator("stable_path")
     @classmethod
@@ -210,6 +253,13 @@ class _Keys(BaseModel):
         if not os.path.isabs(expanded):
             raise ValueError(f"must be an absolute path after expanding ~ and $VARS (got {expanded!r})")
         return value
+
+
+def _one_suffix(value: str) -> str:
+    value = value.strip().strip("/")
+    if not value:
+        raise ValueError("a suffix must not be empty")
+    return value
 
 
 # Environment variables, one per key; keys without one are file-only.
@@ -414,6 +464,12 @@ class Settings(BaseSettings, _Keys):
     @property
     def notification_res(self) -> tuple["re.Pattern[str]", ...]:
         return tuple(pattern for _, pattern in _compiled_rules(tuple(("", p) for p in self.notification_patterns)))
+
+    @property
+    def package_path_suffixes(self) -> tuple[str, ...]:
+        """``packagePathSuffix`` as a tuple (one suffix or the list, with those a profile added)."""
+        value = self.package_path_suffix
+        return (value,) if isinstance(value, str) else tuple(value)
 
     @property
     def resolved_stable_path(self) -> str:

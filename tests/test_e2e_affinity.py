@@ -51,7 +51,9 @@ def _config(pool, hints, spare) -> dict:
                "litellm_params": {"model": "openai/pool-model", "api_base": f"{up.url}/v1", "api_key": "dummy"},
                "model_info": {"id": name}} for name, up in spare.items()),
             {"model_name": "chat-model",
-             "litellm_params": {"model": "openai/upstream-chat", "api_base": f"{hints.url}/v1", "api_key": "dummy"}},
+             "litellm_params": {"model": "openai/upstream-chat", "api_base": f"{hints.url}/v1", "api_key": "dummy"},
+             # a local stand-in for OpenAI's API: an openai/ deployment elsewhere gets no key unless it asks
+             "model_info": {"litellm_prefix": {"promptCacheKey": True}}},
             {"model_name": "claude-model",
              "litellm_params": {"model": "anthropic/claude-sonnet-4-5", "api_base": hints.url, "api_key": "dummy"}},
         ],

@@ -121,7 +121,7 @@ def test_every_key_has_a_row_in_the_readme():
 def test_model_overrides_by_glob_then_model_info():
     s = Settings(models={"gemini/*": {"supportsMidConversationSystem": False, "toolOrder": "keep"}})
     assert s.for_model(("gemini/gemini-2.5-pro",)).tool_order == "keep"
-    assert s.for_model(("openai/gpt-4o",)).tool_order == "sort"
+    assert s.for_model(("openai/gpt-4o",)).tool_order == "auto"
     assert s.for_model(("gemini/x",), {"litellm_prefix": {"toolOrder": "sort"}}).tool_order == "sort"
     with pytest.raises(Exception):
         s.for_model(("x",), {"litellm_prefix": {"bogus": 1}})
