@@ -32,7 +32,7 @@ requests per replica max/mean, the in-flight peak per replica max/mean, and move
 Target (8 replicas, 200 sessions): the plugin's re-processed tokens no more than the
 SGLang-style policy's, with requests per replica and the in-flight peak at max/mean <= 1.25.
 
-    .venv/bin/python bench/fleet.py [--replicas 8] [--sessions 200] [--seed 1] [--json]
+    .venv/bin/python bench/fleet.py [--replicas 8 ...] [--sessions 200] [--seed 1 ...] [--json]
 """
 from __future__ import annotations
 
@@ -307,7 +307,9 @@ class Plugin(Policy):
         self.index = placement.Index(self.gate)
         self.pins: dict[int, str] = {}
         self.live: dict[str, set[int]] = defaultdict(set)
+        self.last: dict[int, float] = {}  # session -> when it last sent a request
         self.heads: dict[int, tuple[str, ...]] = {}
+        self.now = 0.0
 
     def _head(self, s: Session) -> tuple[str, ...]:
         if s.sid not in self.heads:
@@ -322,10 +324,13 @@ class Plugin(Policy):
 
     def route(self, s, turn, keys, in_flight):
         if s.sid not in self.pins:
-            loads = {r: len(self.live[r]) + in_flight[r] for r in self.replicas}
+            recent = self.now - self.gate.active_seconds
+            loads = {r: sum(self.last.get(sid, recent) > recent for sid in self.live[r]) + in_flight[r]
+                     for r in self.replicas}
             self.pins[s.sid] = placement.choose(str(s.sid), self._head(s), loads, self.index, self.gate)
         replica = self.pins[s.sid]
         self.live[replica].add(s.sid)
+        self.last[s.sid] = self.now
         return replica
 
     def answered(self, s, turn, replica, keys, cached, tokens):
@@ -389,6 +394,7 @@ def simulate(policy_cls, trace: list[Session], n_replicas: int, engine_tokens: i
         pieces = s.pieces(turn, stable)
         tokens = sum(length for _, length in pieces)
         keys = block_keys(pieces)
+        policy.now = now
         replica = policy.route(s, turn, keys, in_flight)
         if sid in last_replica and last_replica[sid] != replica:
             out.moves += 1
@@ -483,12 +489,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--replicas", type=int, nargs="+", default=[8])
     parser.add_argument("--sessions", type=int, default=200)
-    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--seed", type=int, nargs="+", default=[1])
     parser.add_argument("--cache-tokens", type=int, default=400_000, help="each replica's prefix cache")
     parser.add_argument("--in-flight", type=int, default=32)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    results = [run(n, args.sessions, args.seed, args.cache_tokens, args.in_flight) for n in args.replicas]
+    results = [run(n, args.sessions, seed, args.cache_tokens, args.in_flight) for n in args.replicas
+               for seed in args.seed]
     if args.json:
         print(json.dumps(results, indent=2))
     else:
