@@ -48,8 +48,18 @@ class Group:
     reprocessed_by_class: Counter = field(default_factory=Counter)
     models: set = field(default_factory=set)
     agents: set = field(default_factory=set)
+    # Money (USD), over the calls whose model has a known price (``pricing``); the rest are unpriced.
+    priced_calls: int = 0
+    billed_usd: float = 0.0
+    saved_usd: float = 0.0
+    drift_usd: float = 0.0
 
-    def add(self, prompt: int, cached: int, lost: int, cls: str) -> None:
+    def add(self, prompt: int, cached: int, lost: int, cls: str, cost: Any = None) -> None:
+        if isinstance(cost, dict):
+            self.priced_calls += 1
+            self.billed_usd += float(cost.get("billed") or 0)
+            self.saved_usd += float(cost.get("saved") or 0)
+            self.drift_usd += float(cost.get("drift") or 0)
         self.calls += 1
         self.prompt_tokens += prompt
         self.cached_tokens += cached
@@ -66,6 +76,10 @@ class Group:
         self.cached_tokens += other.cached_tokens
         self.reprocessed_tokens += other.reprocessed_tokens
         self.tokens_lost += other.tokens_lost
+        self.priced_calls += other.priced_calls
+        self.billed_usd += other.billed_usd
+        self.saved_usd += other.saved_usd
+        self.drift_usd += other.drift_usd
         self.classes.update(other.classes)
         self.lost_by_class.update(other.lost_by_class)
         self.reprocessed_by_class.update(other.reprocessed_by_class)
@@ -76,12 +90,21 @@ class Group:
     def hit_rate(self) -> float:
         return self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
 
+    def money(self) -> dict[str, Any]:
+        """USD figures; ``None`` where no call of the group has a known price (unknown, not zero)."""
+        priced = self.priced_calls > 0
+        return {"billed_usd": round(self.billed_usd, 6) if priced else None,
+                "saved_usd": round(self.saved_usd, 6) if priced else None,
+                "drift_usd": round(self.drift_usd, 6) if priced else None,
+                "priced_calls": self.priced_calls, "unpriced_calls": self.calls - self.priced_calls}
+
     def to_json(self) -> dict[str, Any]:
         out = {"calls": self.calls, "prompt_tokens": self.prompt_tokens, "cached_tokens": self.cached_tokens,
                "reprocessed_tokens": self.reprocessed_tokens, "tokens_lost": self.tokens_lost,
                "hit_rate": round(self.hit_rate, 4),
                "classes": {c: {"calls": self.classes[c], "tokens_lost": self.lost_by_class[c],
-                               "reprocessed_tokens": self.reprocessed_by_class[c]} for c in sorted(self.classes)}}
+                               "reprocessed_tokens": self.reprocessed_by_class[c]} for c in sorted(self.classes)},
+               **self.money()}
         if self.models:
             out["models"] = sorted(self.models)
         if self.agents:
@@ -97,7 +120,7 @@ class Summary:
     lines: int = 0
     corrupt: int = 0
     other_events: Counter = field(default_factory=Counter)
-    groups: dict[tuple[str, str, str], Group] = field(default_factory=dict)
+    groups: dict[tuple[str, str, str, str], Group] = field(default_factory=dict)  # (session, model, agent, tenant)
     causes: dict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0]))  # cause -> [count, lost]
     drift_events: Counter = field(default_factory=Counter)  # cause -> reported head changes
     replicas_moved: int = 0
@@ -118,11 +141,11 @@ class Summary:
         prompt, cached = int(rec.get("prompt_tokens") or 0), int(rec.get("cached_tokens") or 0)
         lost, cls = int(rec.get("tokens_lost") or 0), str(rec.get("class") or "unknown")
         session = str(rec.get("session") or "")
-        key = (session, str(rec.get("model") or ""), str(rec.get("agent") or ""))
+        key = (session, str(rec.get("model") or ""), str(rec.get("agent") or ""), str(rec.get("tenant") or ""))
         group = self.groups.get(key)
         if group is None:
             group = self.groups[key] = Group()
-        group.add(prompt, cached, lost, cls)
+        group.add(prompt, cached, lost, cls, rec.get("cost_usd"))
         if cls == "client_drift":
             drift = rec.get("drift") or {}
             causes = drift.get("changed") or [_cause(str(rec.get("where") or ""))]
@@ -141,18 +164,21 @@ class Summary:
     def _fold(self) -> dict:
         if self._folded is None:
             totals, models, agents, sessions = Group(), defaultdict(Group), defaultdict(Group), defaultdict(Group)
-            for (session, model, agent), group in self.groups.items():
+            tenants: defaultdict[str, Group] = defaultdict(Group)
+            for (session, model, agent, tenant), group in self.groups.items():
                 totals.merge(group)
                 models[model].merge(group)
                 if agent:
                     agents[agent].merge(group)
+                if tenant:
+                    tenants[tenant].merge(group)
                 target = sessions[session]
                 target.merge(group)
                 target.models.add(model)
                 if agent:
                     target.agents.add(agent)
             self._folded = {"totals": totals, "models": dict(models), "agents": dict(agents),
-                            "sessions": dict(sessions)}
+                            "tenants": dict(tenants), "sessions": dict(sessions)}
         return self._folded
 
     @property
@@ -168,6 +194,11 @@ class Summary:
         return self._fold()["agents"]
 
     @property
+    def tenants(self) -> dict[str, Group]:
+        """Per tenant (a short hash of the team, else the API key hash: never the raw id)."""
+        return self._fold()["tenants"]
+
+    @property
     def sessions(self) -> dict[str, Group]:
         return self._fold()["sessions"]
 
@@ -178,11 +209,12 @@ class Summary:
             "file": self.path, "lines": self.lines, "corrupt_lines": self.corrupt,
             "totals": {"calls": t.calls, "prompt_tokens": t.prompt_tokens, "cached_tokens": t.cached_tokens,
                        "reprocessed_tokens": t.reprocessed_tokens, "tokens_lost": t.tokens_lost,
-                       "hit_rate": round(t.hit_rate, 4), "sessions": len(self.sessions)},
+                       "hit_rate": round(t.hit_rate, 4), "sessions": len(self.sessions), **t.money()},
             "classes": {c: {"calls": t.classes[c], "tokens_lost": t.lost_by_class[c],
                             "reprocessed_tokens": t.reprocessed_by_class[c]} for c in CLASSES},
             "models": {m: g.to_json() for m, g in sorted(self.models.items())},
             "agents": {a: g.to_json() for a, g in sorted(self.agents.items())},
+            "tenants": {a: g.to_json() for a, g in sorted(self.tenants.items())},
             "sessions": {s: g.to_json() for s, g in top},
             "drift_causes": [{"cause": c, "calls": n, "tokens_lost": lost} for c, (n, lost) in self.top_causes()],
             "drift_events": dict(self.drift_events.most_common()),
@@ -247,13 +279,26 @@ def _table(rows: list[tuple], header: tuple) -> str:
     return "\n".join(lines)
 
 
+def usd(value: float | None, partial: bool = False) -> str:
+    """A dollar figure; "unknown" for no known price; "*" when some of the calls were unpriced."""
+    if value is None:
+        return "unknown"
+    return (f"${value:,.2f}" if abs(value) >= 1 else f"${value:.4f}") + ("*" if partial else "")
+
+
+def _money_cells(g: Group) -> tuple[str, str, str]:
+    m, partial = g.money(), 0 < g.priced_calls < g.calls
+    return usd(m["billed_usd"], partial), usd(m["saved_usd"], partial), usd(m["drift_usd"], partial)
+
+
 def _group_rows(groups: dict[str, Group], limit: int | None = None, key=None) -> list[tuple]:
     items = sorted(groups.items(), key=key or (lambda kv: -kv[1].prompt_tokens))[:limit]
     return [(name or "(none)", g.calls, _pct(g.hit_rate), g.prompt_tokens, g.reprocessed_tokens, g.tokens_lost,
-             ", ".join(f"{c} {n}" for c, n in g.classes.most_common())) for name, g in items]
+             *_money_cells(g), ", ".join(f"{c} {n}" for c, n in g.classes.most_common())) for name, g in items]
 
 
-GROUP_HEADER = ("{}", "calls", "hit rate", "prompt", "re-processed", "lost", "classes")
+GROUP_HEADER = ("{}", "calls", "hit rate", "prompt", "re-processed", "lost", "billed", "saved", "drift cost",
+                "classes")
 
 
 def text(summary: Summary) -> str:
@@ -261,12 +306,18 @@ def text(summary: Summary) -> str:
     out = [f"{summary.path}: {t.calls} calls in {len(summary.sessions)} session(s); {t.prompt_tokens} prompt tokens, "
            f"{t.cached_tokens} cached ({_pct(t.hit_rate)}), {t.reprocessed_tokens} re-processed, "
            f"{t.tokens_lost} lost to misses"
-           + (f"; {summary.corrupt} corrupt line(s) skipped" if summary.corrupt else ""), ""]
+           + (f"; {summary.corrupt} corrupt line(s) skipped" if summary.corrupt else ""),
+           "input cost {}, saved by cache reads {}, cost of misses against hits {}".format(*_money_cells(t))
+           + (f" (* {t.calls - t.priced_calls} call(s) of models with no known price left out)"
+              if 0 < t.priced_calls < t.calls else ""), ""]
     rows = [(c, t.classes[c], t.reprocessed_by_class[c], t.lost_by_class[c]) for c in CLASSES if t.classes[c]]
     out += [_table(rows, ("class", "calls", "re-processed", "tokens lost")), ""]
     out += ["per model", _table(_group_rows(summary.models), tuple(h.format("model") for h in GROUP_HEADER)), ""]
     if summary.agents:
         out += ["per agent", _table(_group_rows(summary.agents), tuple(h.format("agent") for h in GROUP_HEADER)), ""]
+    if summary.tenants:
+        out += ["per tenant (hashed)",
+                _table(_group_rows(summary.tenants), tuple(h.format("tenant") for h in GROUP_HEADER)), ""]
     causes = summary.top_causes()
     if causes:
         out += ["top drift causes (measured)",
@@ -345,6 +396,8 @@ def html_page(summary: Summary) -> str:
         f"<b id='cached_tokens'>{t.cached_tokens}</b> cached ({_pct(t.hit_rate)}), "
         f"<b id='reprocessed_tokens'>{t.reprocessed_tokens}</b> re-processed, {t.tokens_lost} lost to misses; "
         f"{summary.corrupt} corrupt line(s) skipped.</p>",
+        "<p>Input cost <b id='billed_usd'>{}</b>, saved by cache reads <b id='saved_usd'>{}</b>, cost of misses "
+        "against hits <b id='drift_usd'>{}</b>.</p>".format(*(html.escape(c) for c in _money_cells(t))),
         "<h2>Classes</h2>" + _html_table(
             [(c, t.classes[c], t.reprocessed_by_class[c], t.lost_by_class[c]) for c in CLASSES],
             ("class", "calls", "re-processed", "tokens lost")),
@@ -357,6 +410,9 @@ def html_page(summary: Summary) -> str:
     if summary.agents:
         parts.append("<h2>Per agent</h2>" + _html_table(_group_rows(summary.agents),
                                                         tuple(h.format("agent") for h in GROUP_HEADER)))
+    if summary.tenants:
+        parts.append("<h2>Per tenant (hashed)</h2>" + _html_table(_group_rows(summary.tenants),
+                                                                  tuple(h.format("tenant") for h in GROUP_HEADER)))
     causes = summary.top_causes()
     if causes:
         parts.append("<h2>Top drift causes</h2>" + _html_table([(c, n, lost) for c, (n, lost) in causes],
