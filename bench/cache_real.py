@@ -40,7 +40,7 @@ from litellm_prefix.replay import ROUTES, load  # noqa: E402
 
 SCENARIOS = ["pi", "claude-code", "codex"]
 PLUGIN_ENV = {
-    "LITELLM_PREFIX_PATH_CHECK": "absolute",
+    "LITELLM_PREFIX_PATH_CHECK": "trusted",  # a what-if: the recorded install paths are not on this disk
     "LITELLM_PREFIX_STABLE_PATH": "/srv/pi-home",
     "LITELLM_PREFIX_VOLATILE_PRESETS": "current-date,todays-date,git-status",
 }

@@ -48,7 +48,7 @@ def session(tokens: int, turns: int) -> list[dict]:
 
 
 async def measure(tokens: int, samples: int, log: Path) -> dict:
-    settings = Settings(path_check="absolute", stable_path="/srv/pi-home", log=str(log))
+    settings = Settings(path_check="trusted", stable_path="/srv/pi-home", log=str(log))
     measuring, plain = PrefixStabilizer(settings), PrefixStabilizer(settings.model_copy(update={"log": None}))
     target = Target(model="openai/local", provider="openai")
     requests = session(tokens, samples)

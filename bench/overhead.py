@@ -61,7 +61,7 @@ def percentile(values: list[float], q: float) -> float:
 
 
 async def measure(tokens: int, samples: int, proxy: "ProxySampler | None" = None) -> dict:
-    stabilizer = Stabilizer(Settings(path_check="absolute", stable_path="/srv/pi-home"))
+    stabilizer = Stabilizer(Settings(path_check="trusted", stable_path="/srv/pi-home"))
     target = Target(model="openai/local", provider="openai")
     variants = requests_for(tokens, 6)
     transform, serialise, cold = [], [], []
@@ -174,7 +174,7 @@ def memory(sessions: int) -> dict:
     from litellm_prefix.store import MemoryStore
 
     store = MemoryStore(sessions + 10, 3600)
-    stabilizer = Stabilizer(Settings(path_check="absolute", stable_path="/srv/pi-home",
+    stabilizer = Stabilizer(Settings(path_check="trusted", stable_path="/srv/pi-home",
                                      max_sessions=sessions + 10), store=store)
     target = Target(model="openai/local", provider="openai")
     template = requests_for(20_000, 1)[0]

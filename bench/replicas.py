@@ -46,7 +46,7 @@ from litellm_prefix.replay import ROUTES, Turn, load  # noqa: E402
 AGENTS = ["pi", "claude-code", "codex"]
 SLOTS = 4
 PLUGIN_ENV = {
-    "LITELLM_PREFIX_PATH_CHECK": "absolute",
+    "LITELLM_PREFIX_PATH_CHECK": "trusted",  # a what-if: the recorded install paths are not on this disk
     "LITELLM_PREFIX_STABLE_PATH": "/srv/pi-home",
     "LITELLM_PREFIX_VOLATILE_PRESETS": "current-date,todays-date,git-status",
 }

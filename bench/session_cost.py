@@ -108,7 +108,7 @@ def main() -> None:
     noisy = session(noisy=True)
     clean = session(noisy=False)
     store = MemoryStore(100, 3600)
-    stabilizer = Stabilizer(Settings(path_check="absolute", stable_path="/srv/pi-home"), store=store)
+    stabilizer = Stabilizer(Settings(path_check="trusted", stable_path="/srv/pi-home"), store=store)
     stabilized = [stabilizer.stabilize_sync(copy.deepcopy(r), target=Target(provider="openai")) for r in noisy]
     without, total_without, turns_without = reprocessed(noisy)
     with_plugin, total_with, turns_with = reprocessed(stabilized)

@@ -36,8 +36,9 @@ async def main() -> None:
     threading.Thread(target=server.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{server.server_address[1]}/v1"
 
-    # pathCheck "absolute": these example install roots do not exist on this disk.
-    litellm.callbacks = [PrefixStabilizer(Settings(path_check="absolute", stable_path="/opt/pi-home"))]
+    # pathCheck "trusted": these example install roots are not on this disk; the operator declares that
+    # /opt/pi-home resolves to the install root on every agent's machine (else paths pass through).
+    litellm.callbacks = [PrefixStabilizer(Settings(path_check="trusted", stable_path="/opt/pi-home"))]
 
     turns = [
         (f"/home/me/.nvm/versions/node/v22.0.0/lib/{SUFFIX}", ["write", "read", "bash"]),

@@ -189,8 +189,10 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("--key", help="proxy key for --via (default: $LITELLM_MASTER_KEY)")
     rep.add_argument("--model", help="override each request's model for --via")
     rep.add_argument("--timeout", type=float, default=600.0)
-    rep.add_argument("--path-check", default="absolute", choices=["absolute", "exists"],
-                     help="recorded install paths rarely exist here (default: absolute)")
+    rep.add_argument("--path-check", default="trusted", choices=["trusted", "exists", "absolute"],
+                     help="a what-if: recorded install paths rarely exist here, so by default every one is "
+                          "taken as stablePath on the agent's machine (trusted); exists checks this disk, "
+                          "absolute rewrites none")
     rep.add_argument("--json", action="store_true")
     rep.set_defaults(func=_replay)
     diff = sub.add_parser("diff", help="why two requests do not share a cached prefix")

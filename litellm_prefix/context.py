@@ -38,6 +38,9 @@ class Target:
     # Vertex Claude).
     accepts_prompt_cache_key: bool = False
     reads_cache_control: bool = False
+    # The deployment's model_info asks for ``prompt_cache_key`` (``litellm_prefix.promptCacheKey:
+    # true``) on a target that would not get one by default (a self-hosted server).
+    wants_prompt_cache_key: bool = False
 
 
 @lru_cache(maxsize=1024)
@@ -97,6 +100,10 @@ class Recent:
             self._entries.clear()
         self._entries[key] = (now + self.seconds, stamp, value)
         return value
+
+    def forget(self, key: Any) -> None:
+        """Drop the remembered answer for ``key`` (the shell changed what it was about)."""
+        self._entries.pop(key, None)
 
 
 class Expiring:
@@ -173,12 +180,64 @@ def path_exists(path: str) -> bool:
     return _EXISTS.get(path, lambda: os.path.exists(path))
 
 
+_RESOLVED = Recent(EXISTS_SECONDS, 4096)
+
+
+def resolved_path(path: str) -> str | None:
+    """The canonical path (every symlink resolved) of what is at ``path``, ``None`` when nothing
+    is (a dangling link included); remembered for a second per path, like ``path_exists``. The
+    install-path rule rewrites a root only where ``stablePath`` resolves to the same place."""
+    return _RESOLVED.get(path, lambda: _realpath(path))
+
+
+def _realpath(path: str) -> str | None:
+    try:
+        return os.path.realpath(path, strict=True)
+    except (OSError, ValueError):
+        return None
+
+
+def forget_path(path: str) -> None:
+    """Forget what was remembered about ``path`` (the shell just made or moved a link there)."""
+    _EXISTS.forget(path)
+    _RESOLVED.forget(path)
+    _PACKAGES.forget(path)
+
+
+_PACKAGES = Recent(EXISTS_SECONDS, 1024)
+PACKAGE_JSON_BYTES = 1 << 20  # a larger package.json is not read (no identity: nothing pinned)
+
+
+def package_identity(root: str) -> tuple[str, str] | None:
+    """``(name, version)`` from ``<root>/package.json``, ``None`` where it is missing, unreadable
+    or names no version; remembered for a second per root, like ``path_exists``. npm never
+    publishes one name and version twice, so two roots with the same identity hold the same
+    files: the install-path rule keeps a session's first root only on that ground."""
+    return _PACKAGES.get(root, lambda: _read_package(root))
+
+
+def _read_package(root: str) -> tuple[str, str] | None:
+    try:
+        with open(os.path.join(root, "package.json"), "rb") as file:
+            raw = json.loads(file.read(PACKAGE_JSON_BYTES + 1))
+    except (OSError, ValueError):  # (a UnicodeDecodeError is a ValueError)
+        return None
+    if not isinstance(raw, dict):
+        return None
+    name, version = raw.get("name"), raw.get("version")
+    return (name, version) if isinstance(name, str) and name and isinstance(version, str) and version else None
+
+
 @dataclass(frozen=True)
 class Context:
     settings: Settings
     target: Target = field(default_factory=Target)
     # Used by pathCheck=exists; injected so rules stay pure and tests need no disk.
     path_exists: Callable[[str], bool] = path_exists
+    # Used by pathCheck=exists: where a path resolves on this disk (None: nothing there).
+    resolve_path: Callable[[str], str | None] = resolved_path
+    # Used by pathCheck=exists: an install root's npm (name, version) (None: none readable there).
+    package_identity: Callable[[str], tuple[str, str] | None] = package_identity
     # The body as the client sent it: note anchors (index + content hash) refer to it.
     client_body: tuple[Any, ...] = ()
     # Section and tools texts by content hash, fetched from the store for the rules that need them.

@@ -17,6 +17,8 @@ versioned for compare-and-set. What it records:
 - ``dropped``: keys of dropped section-patch entries;
 - ``order``: the recorded head's section order (its hash, then each section's hash), so a
   head that only reorders those sections is sent in the recorded order;
+- ``roots``: per install-path suffix, the session's install root (``rules/paths.py``): the
+  first one its head named, kept shown while a later root holds the same npm package;
 - ``notes``: each injected note with its anchor: the body message after which it sits,
   by index and content hash. When an anchor is gone (the client compacted or truncated
   its history) the note and the state it carried are re-seeded: compaction rewrites the
@@ -160,6 +162,7 @@ class Journal:
     requests: int = 0
     learned: LearnState | None = None
     order: tuple[str, ...] | None = None  # (head hash, section hash, ...) of the recorded head
+    roots: tuple[tuple[str, str], ...] = ()  # (install-path suffix, the session's install root)
 
     def replace(self, **changes: Any) -> "Journal":
         return dataclasses.replace(self, **changes)
@@ -202,6 +205,8 @@ class Journal:
             out["learned"] = self.learned.to_json()
         if self.order is not None:
             out["order"] = list(self.order)
+        if self.roots:
+            out["roots"] = [list(r) for r in self.roots]
         return out
 
     @classmethod
@@ -227,6 +232,7 @@ class Journal:
             requests=int(raw.get("n", 0)),
             learned=LearnState.from_json(raw["learned"]) if "learned" in raw else None,
             order=tuple(str(h) for h in raw["order"]) if "order" in raw else None,
+            roots=tuple((str(a), str(b)) for a, b in raw.get("roots", ())),
         )
 
     def encoded(self) -> str:

@@ -19,6 +19,7 @@ Nothing here may fail a call: every entry point catches, logs and counts.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import threading
@@ -29,12 +30,16 @@ from typing import Any
 
 from cachetools import LRUCache, TTLCache
 
-from . import classify, metrics, prefix
-from .context import Event, Expiring, Target, cost_map_value
+from . import classify, metrics, prefix, pricing
+from .context import Event, Expiring, Target, cost_map_value, forget_path
 from .settings import Settings
 from .symlink import ensure_symlink
 
 logger = logging.getLogger("litellm_prefix")
+
+# A link that could not be made is tried again after this long (a failure per request would
+# cost a syscall and a log line on every request).
+LINK_RETRY_SECONDS = 60.0
 
 _BOOKKEEPING = frozenset({"texts", "need_texts", "drift", "head", "agent"})
 _SYSTEM_FIRST_PROVIDERS = frozenset({"openai", "azure"})
@@ -93,6 +98,17 @@ def agent_of(events: list[Event]) -> str:
     return ""
 
 
+def _tenant_of(slo: Mapping[str, Any]) -> str:
+    """A short hash of the call's tenant (team, else API key hash) for the report's per-tenant
+    figures; "" for an unauthenticated call. Never the raw id."""
+    meta = slo.get("metadata")
+    if not isinstance(meta, Mapping):
+        return ""
+    team, key = meta.get("user_api_key_team_id"), meta.get("user_api_key_hash")
+    tenant = f"team:{team}" if isinstance(team, str) and team else f"key:{key}" if isinstance(key, str) and key else ""
+    return hashlib.sha256(tenant.encode()).hexdigest()[:12] if tenant else ""
+
+
 def _cost_map_min_tokens(model: str, provider: str) -> int | None:
     return cost_map_value(model, provider, "prompt_cache_min_tokens", int)
 
@@ -135,7 +151,7 @@ class Sinks:
         # The last request of recent sessions as measured (prefix.Seen: it holds the messages),
         # so that the next one is rendered and hashed from where it differs; bounded by bytes.
         self.seen: LRUCache[str, prefix.Seen] = LRUCache(maxsize=SEEN_BYTES, getsizeof=_seen_size)
-        self._linked: set[str] = set()
+        self._linked: dict[str, float] = {}  # root -> when a link to it was last tried (monotonic)
         self._log_lock = threading.Lock()
         self._lock = threading.Lock()
         self.metrics = metrics.get()
@@ -189,10 +205,6 @@ class Sinks:
                 self.jsonl(drift)
                 if call_id and call_id in self.reports:
                     self.reports[call_id].drift = drift
-            if settings.create_symlink:
-                for event in events:
-                    if event.kind == "install_path":
-                        self._link(event.data["root"], settings)
             if self.metrics is not None and key is not None:
                 self._count_request(group, agent, rules, drift, seconds, sessions_held)
             if call_id and key:
@@ -292,6 +304,13 @@ class Sinks:
             out["cache_write_tokens"] = measured.written
         if pending.agent:
             out["agent"] = pending.agent
+        tenant = _tenant_of(slo)
+        if tenant:
+            out["tenant"] = tenant
+        params = kwargs.get("litellm_params")
+        cost = pricing.cost_of(pricing.prices_for(model, provider, slo, params if isinstance(params, Mapping) else None),
+                               measured.prompt, cached, measured.written or 0, verdict.tokens_lost)
+        out["cost_usd"] = cost.to_json()  # null: the model's price is unknown (never read as zero)
         if previous is not None:
             out["previous_deployment"] = previous.deployment
             if expected.idle is not None:
@@ -317,20 +336,36 @@ class Sinks:
             m.count(m.cached_tokens, labels, cached)
             if verdict.tokens_lost:
                 m.count(m.lost_tokens, labels, verdict.tokens_lost)
+            if cost.billed is None:
+                m.count(m.unpriced_calls, labels)
+            else:
+                m.count(m.input_cost, labels, cost.billed)
+                if cost.saved:
+                    m.count(m.saved_cost, labels, cost.saved)
+                if cost.drift:
+                    m.count(m.drift_cost, labels, cost.drift)
         return out
 
     # -- symlinks, JSONL, headers ------------------------------------------------------
 
-    def _link(self, root: str, settings: Settings) -> None:
-        if root in self._linked:
+    def link(self, root: str, settings: Settings) -> None:
+        """``createSymlink``: point stablePath at ``root`` (``rules/paths.link_target`` chose it),
+        before the rules run; tried at most once a minute per root, never raises."""
+        now = time.monotonic()
+        if now - self._linked.get(root, -LINK_RETRY_SECONDS) < LINK_RETRY_SECONDS:
             return
+        self._linked[root] = now
         outcome = ensure_symlink(settings.resolved_stable_path, root)
-        self._linked.add(root)
+        forget_path(settings.resolved_stable_path)  # the rule sees the link as it is now
         record = {"event": "symlink", "stable_path": settings.resolved_stable_path, "target": root, "outcome": outcome}
         (logger.warning if outcome.startswith(("failed", "skipped")) else logger.info)(
             "litellm-prefix: symlink %s -> %s: %s", record["stable_path"], root, outcome
         )
-        self.jsonl(record)
+        try:
+            self.jsonl(record)
+        except OSError as exc:
+            self.stats["errors"] += 1
+            logger.warning("litellm-prefix: reporting failed (%s)", type(exc).__name__)
 
     def jsonl(self, record: Mapping[str, Any]) -> None:
         path = self.settings.log

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.anyio
 
 
 def _handler(tmp_path=None, **kwargs) -> PrefixStabilizer:
-    kwargs.setdefault("path_check", "absolute")
+    kwargs.setdefault("path_check", "trusted")
     kwargs.setdefault("stable_path", "/srv/pi-home")
     if tmp_path is not None:
         kwargs.setdefault("log", str(tmp_path / "prefix.jsonl"))

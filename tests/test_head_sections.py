@@ -39,7 +39,7 @@ def sectioned_heads(draw) -> str:
     return render_pi(sections)
 
 
-def _ctx(check: str = "absolute", exists=lambda path: True) -> Context:
+def _ctx(check: str = "trusted", exists=lambda path: True) -> Context:
     return Context(settings=Settings(path_check=check, stable_path="/srv/pi-home"), path_exists=exists)
 
 
@@ -48,7 +48,7 @@ def _whole_text(text: str, ctx: Context) -> str:
 
 
 @fast
-@given(sectioned_heads(), st.sampled_from(["absolute", "exists"]), st.booleans(), st.booleans())
+@given(sectioned_heads(), st.sampled_from(["trusted", "exists", "absolute"]), st.booleans(), st.booleans())
 def test_property_section_rules_give_the_whole_text_bytes(text, check, cold, none_exist):
     # (none_exist: pathCheck exists on a gateway that has none of the roots on its disk)
     ctx = _ctx(check, exists=(lambda path: False) if none_exist else (lambda path: "v23" not in path))

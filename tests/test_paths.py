@@ -6,7 +6,7 @@ import os
 import pytest
 from realistic import PI_SUFFIX, install_root, pi_system_prompt
 
-from litellm_prefix.context import Context
+from litellm_prefix.context import Context, forget_path
 from litellm_prefix.core import Stabilizer
 from litellm_prefix.rules.paths import rewrite_text, stabilize_install_paths
 from litellm_prefix.settings import Settings
@@ -44,16 +44,26 @@ def test_relative_bare_and_foreign_mentions_are_left_alone(ctx, text):
     assert _rewrite(text, ctx(stable_path="/srv/pi-home")) == text
 
 
-def test_absolute_nonexistent_root_left_alone_with_exists_check(tmp_path, ctx):
-    real = tmp_path / "lib" / PI_SUFFIX
+def test_exists_check_rewrites_only_the_root_the_stable_path_resolves_to(tmp_path, ctx):
+    real, other = tmp_path / "lib" / PI_SUFFIX, tmp_path / "lib2" / PI_SUFFIX
     real.mkdir(parents=True)
-    text = f"Docs: {real}/docs\nOld: /nonexistent/lib/{PI_SUFFIX}/docs"
-    out = _rewrite(text, ctx(stable_path="/srv/pi-home", path_check="exists", path_exists=os.path.exists))
-    assert out == f"Docs: /srv/pi-home/docs\nOld: /nonexistent/lib/{PI_SUFFIX}/docs"
+    other.mkdir(parents=True)
+    text = f"Docs: {real}/docs\nOther: {other}/docs\nOld: /nonexistent/lib/{PI_SUFFIX}/docs"
+    nowhere = _rewrite(text, ctx(stable_path=str(tmp_path / "pi-home"), path_check="exists"))
+    assert nowhere == text  # no link at the stable path: nothing it would name is there
+    os.symlink(real, tmp_path / "pi-home")
+    forget_path(str(tmp_path / "pi-home"))  # (a link the operator makes is seen within a second)
+    out = _rewrite(text, ctx(stable_path=str(tmp_path / "pi-home"), path_check="exists"))
+    assert out == f"Docs: {tmp_path}/pi-home/docs\nOther: {other}/docs\nOld: /nonexistent/lib/{PI_SUFFIX}/docs"
 
 
-def test_absolute_mode_rewrites_without_disk(ctx):
-    out = _rewrite(f'"/nonexistent/lib/{PI_SUFFIX}"', ctx(stable_path="/srv/pi-home", path_check="absolute"))
+def test_absolute_mode_passes_roots_through(ctx):
+    text = f'"/nonexistent/lib/{PI_SUFFIX}"'
+    assert _rewrite(text, ctx(stable_path="/srv/pi-home", path_check="absolute")) == text
+
+
+def test_trusted_mode_rewrites_without_disk(ctx):
+    out = _rewrite(f'"/nonexistent/lib/{PI_SUFFIX}"', ctx(stable_path="/srv/pi-home", path_check="trusted"))
     assert out == '"/srv/pi-home"'
 
 
@@ -103,7 +113,8 @@ def test_default_settings_write_nothing(tmp_path, monkeypatch):
     before = sorted(p for p in tmp_path.rglob("*"))
     stabilizer = Stabilizer(Settings())  # defaults: pathCheck exists, no symlink, no log
     out = stabilizer.stabilize_sync(_pi_request(str(root)))
-    assert f"{home}/.pi/pi-home/docs" in out["messages"][0]["content"]
+    # $HOME/.pi/pi-home is not there: the root is shown as sent (issue 24: pi's docs reads failed)
+    assert f"{root}/docs" in out["messages"][0]["content"] and "pi-home" not in out["messages"][0]["content"]
     assert sorted(p for p in tmp_path.rglob("*")) == before
 
 
@@ -112,8 +123,9 @@ def test_symlink_opt_in_creates_the_link(tmp_path):
     root.mkdir(parents=True)
     stable = tmp_path / "home" / ".pi" / "pi-home"
     stabilizer = Stabilizer(Settings(stable_path=str(stable), create_symlink=True))
-    stabilizer.stabilize_sync(_pi_request(str(root)))
+    out = stabilizer.stabilize_sync(_pi_request(str(root)))
     assert stable.is_symlink() and os.readlink(stable) == str(root)
+    assert f"{stable}/docs" in out["messages"][0]["content"]  # made before the rule: rewritten at once
 
 
 def test_symlink_never_replaces_a_good_link_with_a_bad_one(tmp_path):
@@ -126,14 +138,20 @@ def test_symlink_never_replaces_a_good_link_with_a_bad_one(tmp_path):
     assert os.readlink(stable) == str(good)
 
 
-def test_symlink_follows_a_moved_install_and_never_touches_a_real_directory(tmp_path):
+def test_symlink_follows_a_removed_install_and_never_touches_a_real_directory(tmp_path):
     old, new = tmp_path / "v1" / PI_SUFFIX, tmp_path / "v2" / PI_SUFFIX
     old.mkdir(parents=True)
     new.mkdir(parents=True)
     stable = tmp_path / "pi-home"
     os.symlink(old, stable)
-    Stabilizer(Settings(stable_path=str(stable), create_symlink=True)).stabilize_sync(_pi_request(str(new)))
-    assert os.readlink(stable) == str(new)
+    # A link to an existing install is kept (another session may read through it) ...
+    out = Stabilizer(Settings(stable_path=str(stable), create_symlink=True)).stabilize_sync(_pi_request(str(new)))
+    assert os.readlink(stable) == str(old) and f"{new}/docs" in out["messages"][0]["content"]
+    # ... and re-pointed once that install is gone (a dangling link names nothing).
+    old.rmdir()
+    forget_path(str(stable))
+    out = Stabilizer(Settings(stable_path=str(stable), create_symlink=True)).stabilize_sync(_pi_request(str(new)))
+    assert os.readlink(stable) == str(new) and f"{stable}/docs" in out["messages"][0]["content"]
 
     real_dir = tmp_path / "real-home"
     real_dir.mkdir()
