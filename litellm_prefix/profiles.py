@@ -104,12 +104,10 @@ CLAUDE_CODE = Profile(
         r"You are a Claude agent, built on Anthropic's Claude Agent SDK\.\s*$",
     ),
     stream_by_head=True,
-    # /compact (2.1.197, explore_cc.md): the instructions go as text blocks appended to the LAST user
-    # message, tools kept: "CRITICAL: Respond with TEXT ONLY. Do NOT call any tools." then the summary prompt.
-    aux_streams=(("compaction", r"last_user:CRITICAL: Respond with TEXT ONLY\. Do NOT call any tools"),
-                 ("compaction", r"last_user:Your task is to create a detailed summary of the (?:conversation so far"
-                                r"|RECENT portion of the conversation)"),
-                 ("compaction", r"head:You are a helpful AI assistant tasked with summarizing conversations")),
+    # /compact (2.1.197, explore_cc.md) appends its instructions as text blocks to the LAST user message
+    # under the main head and tools: that request is the main stream's (its prefix is the main
+    # conversation, pins included). Older versions sent it under a summarizer system prompt of its own.
+    aux_streams=(("compaction", r"head:You are a helpful AI assistant tasked with summarizing conversations"),),
     # 2.1.197 (native binary, otr()): the user context as the first part of the first user message,
     # "<system-reminder>\nAs you answer ...context:\n# claudeMd\n...\n# currentDate\nToday's date is
     # 2026-12-03.\n\n      IMPORTANT: ...\n</system-reminder>\n".

@@ -6,12 +6,16 @@ import json
 import pytest
 from sessions import PiClient, memory_flip_turn, removed
 
+from litellm_prefix.rules.notes import unfolded
+
 pytestmark = pytest.mark.e2e
 
 
 def _roles(messages):
-    # (LiteLLM itself drops "content": None from assistant tool-call messages on the wire)
-    return [{k: v for k, v in m.items() if v is not None} for m in messages if m["role"] in ("user", "assistant", "tool")]
+    # (LiteLLM itself drops "content": None from assistant tool-call messages on the wire; notes folded
+    # into a message for this self-hosted target are taken out again: what is left is the client's)
+    return [{k: v for k, v in unfolded(m).items() if v is not None} for m in messages
+            if m["role"] in ("user", "assistant", "tool")]
 
 
 def _drift_count(replicas) -> int:

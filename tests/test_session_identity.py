@@ -539,7 +539,9 @@ def test_qwen_without_its_startup_context_keys_on_its_first_message():
 
 def test_claude_code_compact_appends_its_instructions_to_the_last_user_message():
     """2.1.197 ``/compact``: full history and tools, the instructions as text blocks after the last
-    user message's tool result, or after the user's own text."""
+    user message's tool result, or after the user's own text. Its head and tools are the main
+    stream's, so it is the main stream's request: the pinned head (a git status held at its first
+    value) reaches the model on it too, and its prefix is the main conversation's."""
     body = claude_code_body(2, [{"role": "user", "content": PROMPT}], prompt=claude_code_prompt(random.Random(1)),
                             env=claude_code_env(), git=claude_code_git_status(), tools=claude_code_tools())
     main = _proxy(body, claude_code_headers())
@@ -554,8 +556,7 @@ def test_claude_code_compact_appends_its_instructions_to_the_last_user_message()
                                  "attention to the user's explicit requests. ... an <analysis> block followed by a "
                                  "<summary> block."}]
     m, c = _identity(main, "anthropic_messages"), _identity(compact, "anthropic_messages")
-    assert c.stream is not None and c.stream.endswith("aux:compaction") and m.key != c.key
-    assert m.stream is None or "aux:" not in m.stream
+    assert c.key == m.key and c.stream == m.stream and (m.stream is None or "aux:" not in m.stream)
 
 
 def test_codex_compaction_is_told_by_its_turn_metadata():

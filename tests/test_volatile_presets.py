@@ -346,3 +346,27 @@ def test_a_preset_searched_from_its_first_literal_finds_exactly_the_first_match(
         pattern = re.compile(raw)
         full, anchored = pattern.search(text), search(pattern, text)
         assert (full and (full.span(), full.groupdict())) == (anchored and (anchored.span(), anchored.groupdict()))
+
+
+def test_compaction_keeps_a_pinned_date_in_the_head_and_notes_the_current_value_again():
+    """The client compacts its history after the date moved: the note's anchor is gone with the old
+    messages, but the head keeps the pinned date (its cache holds across the compaction) and the
+    current value is noted again at once, after the compacted history."""
+    day1, day2 = pi_0_58("2026-12-03"), pi_0_58("2026-12-04")
+    st = _stabilizer()
+    session = {"session_id": "compaction-keeps-pin"}
+    body = [{"role": "user", "content": "step 0"}]
+    out = None
+    for turn in range(4):
+        head = day1 if turn < 2 else day2
+        out = st.stabilize_sync({"model": "m", "messages": [{"role": "system", "content": head}, *copy.deepcopy(body)],
+                                 "metadata": session}, target=OPENAI)
+        body += [{"role": "assistant", "content": f"done {turn}"}, {"role": "user", "content": f"step {turn + 1}"}]
+    assert out["messages"][0]["content"] == day1
+    compacted = [{"role": "user", "content": "Summary of the conversation so far: steps 0 to 4."}]
+    after = st.stabilize_sync({"model": "m", "messages": [{"role": "system", "content": day2}, *compacted],
+                               "metadata": session}, target=OPENAI)
+    assert after["messages"][0]["content"] == day1  # the head did not move
+    note = volatile_note("current-date", "Current date: 2026-12-04")
+    assert after["messages"][1:] == [compacted[0], {"role": "system", "content": note}]
+    assert st.stats["drift"] == 0

@@ -97,7 +97,9 @@ def _anchor_holds(ctx: Context, index: int, anchor: str) -> bool:
 
 
 def reseed(view: View, journal: Journal, ctx: Context) -> tuple[View, Journal, list[Event]]:
-    """Drop the notes whose anchors are gone, and re-seed the state each of them carried."""
+    """Drop the notes whose anchors are gone (the client compacted or edited its history), and
+    re-seed the state each of them carried: a memory snapshot and pinned sections start again; a
+    pinned volatile span keeps its pinned value in the head and is noted again where it differs."""
     gone_kinds = {note.kind for note in journal.notes if not _anchor_holds(ctx, note.index, note.anchor)}
     dropped = frozenset(k for k in journal.dropped if _dropped_key_holds(ctx, k))
     if not gone_kinds and dropped == journal.dropped:
@@ -109,8 +111,9 @@ def reseed(view: View, journal: Journal, ctx: Context) -> tuple[View, Journal, l
     if "sections" in gone_kinds:
         updated = updated.replace(pinned=None, told=None)
     names = {kind.split(":", 1)[1] for kind in gone_kinds if kind.startswith("volatile:")}
-    if names:
-        updated = updated.replace(volatile=tuple(v for v in updated.volatile if v[0] not in names))
+    if names:  # the span stays pinned (the head keeps its cache); its current value is noted again at once
+        updated = updated.replace(volatile=tuple((name, pinned, pinned if name in names else last)
+                                                 for name, pinned, last in updated.volatile))
     event = Event("reseed", {"parts": sorted(gone_kinds), "dropped_keys": len(journal.dropped) - len(dropped)})
     return view, updated, [event]
 
