@@ -214,3 +214,34 @@ def load_bench(name: str):
     sys.modules[f"bench_{name}"] = module
     spec.loader.exec_module(module)
     return module
+
+
+# LiteLLM's callback lists: `litellm.callbacks` is copied into the others on a call, where a
+# CustomLogger of a class already there is not added again; a test that only resets
+# `litellm.callbacks` leaves its handler behind in them, and the next test's handler is not
+# called for its successes.
+_CALLBACK_LISTS = ("callbacks", "input_callback", "success_callback", "failure_callback",
+                   "_async_input_callback", "_async_success_callback", "_async_failure_callback")
+
+
+class sdk_callbacks:
+    """``with sdk_callbacks(handler):`` the SDK calls inside see only ``handler`` (every callback
+    list LiteLLM keeps is set aside and restored afterwards)."""
+
+    def __init__(self, *handlers) -> None:
+        self.handlers = list(handlers)
+
+    def __enter__(self):
+        import litellm
+
+        self.saved = {name: list(getattr(litellm, name)) for name in _CALLBACK_LISTS if hasattr(litellm, name)}
+        for name in self.saved:
+            setattr(litellm, name, [])
+        litellm.callbacks = list(self.handlers)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import litellm
+
+        for name, value in self.saved.items():
+            setattr(litellm, name, value)

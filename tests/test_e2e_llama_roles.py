@@ -20,6 +20,7 @@ from pathlib import Path
 import httpx
 import litellm
 import pytest
+from procs import sdk_callbacks
 
 from litellm_prefix.hook import PrefixStabilizer
 from litellm_prefix.rules.mid_system import SYSTEM_UPDATE_NOTE
@@ -93,9 +94,8 @@ def _plugin(settings: Settings):
 
 @pytest.fixture
 def callbacks():
-    saved = list(litellm.callbacks)
-    yield
-    litellm.callbacks = saved
+    with sdk_callbacks():
+        yield
 
 
 def test_the_template_rejects_the_old_note_forms(strict_llama):

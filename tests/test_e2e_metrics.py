@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from procs import sdk_callbacks
 from realistic import pi_sections, render_pi, sentence
 
 from litellm_prefix.cli import main as cli_main
@@ -233,10 +234,8 @@ async def test_sdk_calls_are_measured_streaming_included(upstream, tmp_path):
 
     log = tmp_path / "sdk.jsonl"
     handler = PrefixStabilizer(Settings(path_check="absolute", log=str(log)))
-    saved = list(litellm.callbacks)
-    litellm.callbacks = [handler]
     usages = []
-    try:
+    with sdk_callbacks(handler):
         upstream.take()
         system = head()
         for i, stream in enumerate((False, True)):
@@ -257,7 +256,5 @@ async def test_sdk_calls_are_measured_streaming_included(upstream, tmp_path):
             if len(calls) == 2:
                 break
             await asyncio.sleep(0.1)
-    finally:
-        litellm.callbacks = saved
     assert [(c["prompt_tokens"], c["cached_tokens"]) for c in calls] == usages
     assert calls[0]["class"] == "first" and calls[1]["class"] in ("hit", "provider_miss")

@@ -5,6 +5,7 @@ import json
 
 import litellm
 import pytest
+from procs import sdk_callbacks
 from realistic import TOOL_NAMES, anthropic_tools, conversation, install_root, openai_tools, pi_system_prompt, responses_tools, shuffled
 
 from litellm_prefix.hook import PrefixStabilizer
@@ -16,10 +17,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.anyio]
 @pytest.fixture
 def sdk_callback():
     handler = PrefixStabilizer(Settings(path_check="trusted", stable_path="/srv/pi-home"))
-    saved = list(litellm.callbacks)
-    litellm.callbacks = [handler]
-    yield handler
-    litellm.callbacks = saved
+    with sdk_callbacks(handler):
+        yield handler
 
 
 async def test_acompletion_turns_reach_upstream_with_identical_heads(upstream, sdk_callback):
