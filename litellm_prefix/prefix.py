@@ -1,6 +1,6 @@
 """How much of a request an exact-prefix cache could reuse from the session's previous request.
 
-A request is rendered the way ``replay`` renders it (ChatML, tools in the first system
+A request is rendered the way ``replay`` renders it (``render``) (ChatML, tools in the first system
 turn, late system turns hoisted where the target hoists them; JSON by orjson here, for
 speed), so live measurements and offline replays count the same layout. What is kept per
 request is a ``Shape``, never the text: its length and, per part (``system``, ``tools``,
@@ -30,7 +30,7 @@ from cachetools import LRUCache
 
 from .context import compact_json
 from .drift import first_difference
-from .replay import Turn, chat_pair, end_part, hoists, later_part, render_parts
+from .render import Turn, chat_pair, end_part, hoists, later_part, render_parts
 from .sections import memo
 
 PIECE = 256
