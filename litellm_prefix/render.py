@@ -101,9 +101,9 @@ def end_part(framed: bool = False) -> tuple[str, Any]:
 
 
 def hoists(target: Mapping[str, Any]) -> bool:
-    from .rules.mid_system import HOISTING_PROVIDERS
+    from .rules.mid_system import hoists_system_messages
 
-    return target.get("provider") in HOISTING_PROVIDERS or bool(target.get("system_messages_first"))
+    return hoists_system_messages(str(target.get("provider") or ""), bool(target.get("system_messages_first")))
 
 
 def render(turn: Turn) -> str:

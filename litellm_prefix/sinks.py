@@ -42,7 +42,6 @@ logger = logging.getLogger("litellm_prefix")
 LINK_RETRY_SECONDS = 60.0
 
 _BOOKKEEPING = frozenset({"texts", "need_texts", "drift", "head", "agent"})
-_SYSTEM_FIRST_PROVIDERS = frozenset({"openai", "azure"})
 # Rendered bytes of the recent sessions' last requests held for incremental measurement
 # (``prefix.Seen``); a session past the bound is measured whole, as before.
 SEEN_BYTES = 32 << 20
@@ -228,10 +227,8 @@ class Sinks:
 
     def _remember(self, call_id, key, data, wire_name, drift, group, agent, target, tools_text=None) -> None:
         """Keep this request's shape and what it shares with the session's previous request."""
-        # LiteLLM hoists late system messages for Gemini/Vertex, and with openai_system_messages_first only
-        # for OpenAI and Azure deployments (constants.OPENAI_SYSTEM_MESSAGES_FIRST_PROVIDERS).
-        hoisting = {"provider": target.provider,
-                    "system_messages_first": target.system_messages_first and target.provider in _SYSTEM_FIRST_PROVIDERS
+        # (render.hoists asks rules.mid_system.hoists_system_messages, as the rules do)
+        hoisting = {"provider": target.provider, "system_messages_first": target.system_messages_first
                     } if target else {}
         with self._lock:
             seen = self.seen.get(key)

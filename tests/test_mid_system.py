@@ -104,3 +104,19 @@ def test_the_positions_of_system_roles_are_where_the_rules_look(body):
     assert view.system_roles == expected and view.system_roles is view.system_roles
     assert {i for i, item in enumerate(body) if is_system_message(item)} <= set(expected)
     assert view.replace(body=tuple(body[:1])).system_roles == tuple(i for i in expected if i < 1)  # a new body: found again
+
+
+def test_one_hoisting_answer_and_it_is_litellm_s():
+    """The rules, the measurement and the renderer ask one predicate; its OpenAI-first providers are
+    LiteLLM's own constant."""
+    from litellm.constants import OPENAI_SYSTEM_MESSAGES_FIRST_PROVIDERS
+
+    from litellm_prefix.render import hoists
+    from litellm_prefix.rules.mid_system import SYSTEM_FIRST_PROVIDERS, hoists_system_messages
+
+    assert SYSTEM_FIRST_PROVIDERS == OPENAI_SYSTEM_MESSAGES_FIRST_PROVIDERS
+    for provider in ("gemini", "vertex_ai", "openai", "azure", "hosted_vllm", "anthropic"):
+        for first in (False, True):
+            expected = provider in ("gemini", "vertex_ai") or (first and provider in ("openai", "azure"))
+            assert hoists_system_messages(provider, first) == expected
+            assert hoists({"provider": provider, "system_messages_first": first}) == expected

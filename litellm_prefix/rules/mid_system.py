@@ -50,7 +50,17 @@ SYSTEM_UPDATE_NOTE = (
     "Operator note (not from the user): the following was sent as a mid-conversation system update."
 )
 HOISTING_PROVIDERS = frozenset({"gemini", "vertex_ai", "vertex_ai_beta"})
-_SYSTEM_FIRST_PROVIDERS = frozenset({"openai", "azure", "text-completion-openai", "custom_openai"})
+# LiteLLM's OPENAI_SYSTEM_MESSAGES_FIRST_PROVIDERS (litellm/constants.py; a test checks they agree):
+# the providers whose late system messages litellm.openai_system_messages_first moves to the front.
+SYSTEM_FIRST_PROVIDERS = frozenset({"openai", "azure"})
+
+
+def hoists_system_messages(provider: str, system_messages_first: bool) -> bool:
+    """Whether LiteLLM moves every system message of a request for this target to the front:
+    Gemini/Vertex always (``system_instruction``), OpenAI and Azure with
+    ``litellm.openai_system_messages_first``. The one answer for the rules, the measurement and
+    the offline renderer."""
+    return provider in HOISTING_PROVIDERS or (system_messages_first and provider in SYSTEM_FIRST_PROVIDERS)
 # Servers whose roles the model's own chat template decides (LiteLLM provider names).
 SELF_HOSTED_PROVIDERS = frozenset({
     "hosted_vllm", "vllm", "ollama", "ollama_chat", "llamafile", "lm_studio", "xinference", "oobabooga",
@@ -83,9 +93,7 @@ def role_rules(target: Target, declared: bool | None) -> RoleRules:
     for answer in (target.model_info_mid_system, declared, target.cost_map_mid_system):
         if answer is not None:
             return "system" if answer else "user"
-    if target.provider in HOISTING_PROVIDERS:
-        return "user"
-    if target.system_messages_first and target.provider in _SYSTEM_FIRST_PROVIDERS:
+    if hoists_system_messages(target.provider, target.system_messages_first):
         return "user"
     return "unknown" if self_hosted(target) else "system"
 
