@@ -15,7 +15,11 @@ from . import anthropic, chat, responses
 
 
 class Wire(Protocol):
+    """What each adapter module (``chat``, ``anthropic``, ``responses``) offers."""
+
     name: str
+
+    def matches(self, data: Mapping[str, Any]) -> bool: ...
 
     def read(self, data: Mapping[str, Any]) -> View: ...
 
@@ -31,7 +35,7 @@ _BY_CALL_TYPE = {
 }
 
 
-def wire_for(data: Mapping[str, Any], call_type: str | None = None) -> Any | None:
+def wire_for(data: Mapping[str, Any], call_type: Any = None) -> Wire | None:
     """The adapter for this request, or ``None`` when it is not a shape we rewrite.
 
     With a call type, only that type's adapter (embeddings, images, pass-through routes:
