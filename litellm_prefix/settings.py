@@ -19,6 +19,7 @@ import logging
 import os
 import re
 import sys
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from fnmatch import fnmatchcase
@@ -422,6 +423,11 @@ def _trusted_projects(global_values: Mapping[str, Any]) -> list[str]:
     return list(global_values.get("trusted_projects", [])) + from_env
 
 
+# The sources of the Settings object this thread built last (pydantic-settings builds them inside
+# the constructor): per thread, so two threads building settings never read each other's.
+_BUILDING = threading.local()
+
+
 class Settings(BaseSettings, _Keys):
     """The resolved settings (fields and validators from ``_Keys``). ``load_settings()`` builds it."""
 
@@ -439,7 +445,7 @@ class Settings(BaseSettings, _Keys):
         global_source = GlobalFileSource(settings_cls)
         project_source = ProjectFileSource(settings_cls, _trusted_projects(global_source.values))
         environment = EnvironmentSource(settings_cls)
-        cls._last_sources = (environment, project_source, global_source)
+        _BUILDING.sources = (environment, project_source, global_source)  # read back by load_with_provenance
         # First wins: explicit arguments, then the environment, then the trusted project, then the global file.
         return (init_settings, environment, project_source, global_source)
 
@@ -563,7 +569,7 @@ def load_with_provenance(**overrides: Any) -> Provenance:
     if overrides:
         _validate(overrides, "arguments")
     settings = Settings(**overrides)
-    environment, project_source, global_source = Settings._last_sources
+    environment, project_source, global_source = _BUILDING.sources  # (this thread's: the Settings just built)
     origin: dict[str, str] = {}
     for name in Settings.model_fields:
         if name in overrides:

@@ -176,3 +176,27 @@ def test_stable_path_expansion_follows_the_environment(monkeypatch):
     monkeypatch.setenv("HOME", "/home/zed")
     assert Settings(stable_path="~/.pi/pi-home").resolved_stable_path == "/home/zed/.pi/pi-home"
     assert Settings(stable_path="${PI_ROOT_TEST}/x/../y").resolved_stable_path == "/srv/two/y"
+
+
+def test_provenance_is_per_thread(monkeypatch):
+    """Two threads resolving settings at once each get the origins of their own settings."""
+    import threading
+
+    from litellm_prefix.settings import load_with_provenance
+
+    monkeypatch.setenv("LITELLM_PREFIX_TOOL_ORDER", "keep")
+    barrier = threading.Barrier(2)
+    found: dict[str, str] = {}
+
+    def resolve(name: str, overrides: dict) -> None:
+        barrier.wait()
+        for _ in range(20):
+            found[name] = load_with_provenance(**overrides).origin["tool_order"]
+
+    threads = [threading.Thread(target=resolve, args=("argument", {"tool_order": "sort"})),
+               threading.Thread(target=resolve, args=("environment", {}))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert found == {"argument": "argument", "environment": "environment LITELLM_PREFIX_TOOL_ORDER"}
