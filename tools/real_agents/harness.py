@@ -113,7 +113,7 @@ def proxy_groups(model_url: str) -> list[dict]:
 
     overrides = {"pathCheck": Settings.model_fields["path_check"].default}
     params = {"model": "hosted_vllm/scripted", "api_base": f"{model_url}/v1", "api_key": "none",
-              # (H2) hosted_vllm speaks /v1/responses natively: without this LiteLLM forwards Codex's
+              # hosted_vllm speaks /v1/responses natively: without this LiteLLM forwards Codex's
               # Responses requests as they are, and the chat-only scripted model cannot answer them.
               "use_chat_completions_api": True}
     return [{"model_name": GROUP_ON, "litellm_params": dict(params), "model_info": {"litellm_prefix": overrides}},

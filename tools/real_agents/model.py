@@ -113,7 +113,7 @@ def _tools(body: dict) -> dict[str, dict]:
         fn = tool.get("function") if isinstance(tool, dict) else None
         if isinstance(fn, dict) and isinstance(fn.get("name"), str):
             out[fn["name"].lower()] = fn
-            out.setdefault(fn["name"].lower().rsplit("__", 1)[-1], fn)  # (H2) Codex: multi_agent_v1__spawn_agent
+            out.setdefault(fn["name"].lower().rsplit("__", 1)[-1], fn)  # Codex: multi_agent_v1__spawn_agent
     return out
 
 
@@ -173,7 +173,7 @@ def agent_args(fn: dict, prompt: str) -> dict:
         args["description"] = "scripted subagent"
     if "subagent_type" in props:
         enum = props["subagent_type"].get("enum") or []
-        # (H2) opencode's task tool knows "general" only (its description lists it); Claude Code's "general-purpose"
+        # opencode's task tool knows "general" only (its description lists it); Claude Code's "general-purpose"
         args["subagent_type"] = enum[0] if enum else ("general-purpose" if "general-purpose" in json.dumps(fn) else "general")
     if "agent_name" in props:  # Gemini CLI's invoke_agent: its head lists generalist, codebase_investigator, cli_help
         enum = props["agent_name"].get("enum") or []
