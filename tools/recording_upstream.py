@@ -137,24 +137,44 @@ def _responses_response(model: str, prompt_chars: int, cached_chars: int) -> dic
     }
 
 
+class JsonHandler(BaseHTTPRequestHandler):
+    """A quiet keep-alive handler that answers JSON or a server-sent event stream (also the
+    real-agent suite's scripted model's base)."""
+
+    protocol_version = "HTTP/1.1"
+    # Buffered writes: status, headers and body leave in one send (unbuffered, they go as
+    # separate small packets and Nagle + delayed ACK add ~40 ms to a keep-alive client).
+    wbufsize = 1 << 16
+
+    def log_message(self, fmt, *args):  # keep test output quiet
+        pass
+
+    def _send_json(self, obj, status=200):
+        raw = json.dumps(obj).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def _send_stream(self, chunks, flush_each: bool = True) -> None:
+        """An event stream of ``chunks`` (bytes), then the connection closes."""
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("cache-control", "no-cache")
+        self.send_header("connection", "close")
+        self.end_headers()
+        for chunk in chunks:
+            self.wfile.write(chunk)
+            if flush_each:
+                self.wfile.flush()
+        self.wfile.flush()
+        self.close_connection = True
+
+
 def make_handler(state: _State):
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        # Buffered writes: status, headers and body leave in one send (unbuffered, they go as
-        # separate small packets and Nagle + delayed ACK add ~40 ms to a keep-alive client).
-        wbufsize = 1 << 16
+    class Handler(JsonHandler):
         state = None  # set below, for in-process users (examples)
-
-        def log_message(self, fmt, *args):  # keep test output quiet
-            pass
-
-        def _send_json(self, obj, status=200):
-            raw = json.dumps(obj).encode()
-            self.send_response(status)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(raw)))
-            self.end_headers()
-            self.wfile.write(raw)
 
         def do_GET(self):
             if self.path.startswith("/_recorded"):
@@ -188,15 +208,7 @@ def make_handler(state: _State):
                 self._send_json(_responses_response(model, n, cached))
             elif self.path.endswith("/chat/completions"):
                 if body.get("stream"):
-                    self.send_response(200)
-                    self.send_header("content-type", "text/event-stream")
-                    self.send_header("cache-control", "no-cache")
-                    self.send_header("connection", "close")
-                    self.end_headers()
-                    for chunk in _chat_stream(model, n, cached):
-                        self.wfile.write(chunk)
-                        self.wfile.flush()
-                    self.close_connection = True
+                    self._send_stream(_chat_stream(model, n, cached))
                 else:
                     self._send_json(_chat_response(model, n, cached))
             else:
@@ -206,7 +218,7 @@ def make_handler(state: _State):
     return Handler
 
 
-class _Server(ThreadingHTTPServer):
+class Server(ThreadingHTTPServer):
     # socketserver's default listen backlog is 5: a proxy that opens 32 connections at once
     # overflows it, and each connection the kernel drops waits for a SYN retransmit (1 s, then
     # 3 s): seconds of latency that belong to neither the proxy nor the plugin.
@@ -215,7 +227,7 @@ class _Server(ThreadingHTTPServer):
 
 
 def serve(host: str, port: int, record_path: str | None) -> ThreadingHTTPServer:
-    return _Server((host, port), make_handler(_State(record_path)))
+    return Server((host, port), make_handler(_State(record_path)))
 
 
 def main() -> None:

@@ -64,6 +64,7 @@ from pathlib import Path
 from typing import Any
 
 from real_agents import install
+from real_agents.model import text_of
 from real_agents.spec import AgentSpec, RunContext
 
 HERE = Path(__file__).resolve().parent
@@ -141,8 +142,10 @@ class ScriptedModel:
         self.record.touch()
         log = workdir / "scripted-model.log"
         self.proc = subprocess.Popen(
-            [sys.executable, str(HERE / "model.py"), "--port", str(self.port), "--record", str(self.record)],
-            stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
+            [sys.executable, "-m", "real_agents.model", "--port", str(self.port), "--record", str(self.record)],
+            stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE.parent),
+                                                                           os.environ.get("PYTHONPATH")]))})
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -315,16 +318,8 @@ def run_agent(spec: AgentSpec, env: Env, mode: str) -> list[Run]:
 # -- measuring -------------------------------------------------------------------------
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(p.get("text", "") for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
-    return ""
-
-
 def _first_user(body: dict) -> str:
-    return next((_text(m.get("content")) for m in body.get("messages") or [] if m.get("role") == "user"), "")
+    return next((text_of(m.get("content")) for m in body.get("messages") or [] if m.get("role") == "user"), "")
 
 
 def _tool_names(body: dict) -> tuple[str, ...]:
@@ -357,7 +352,7 @@ def _opening(body: dict) -> str:
     that context on a resume), else the first user message."""
     for m in body.get("messages") or []:
         if m.get("role") == "user":
-            for line in _text(m.get("content")).splitlines():
+            for line in text_of(m.get("content")).splitlines():
                 if TAG.search(line):
                     return line
     return _first_user(body)
@@ -426,11 +421,11 @@ def _call_keys(body: dict) -> list[str]:
 
 
 def _user_text(body: dict) -> str:
-    return "\n".join(_text(m.get("content")) for m in body.get("messages") or [] if m.get("role") == "user")
+    return "\n".join(text_of(m.get("content")) for m in body.get("messages") or [] if m.get("role") == "user")
 
 
 def _tool_results(body: dict) -> dict[str, str]:
-    return {m.get("tool_call_id"): _text(m.get("content")) for m in body.get("messages") or [] if m.get("role") == "tool"}
+    return {m.get("tool_call_id"): text_of(m.get("content")) for m in body.get("messages") or [] if m.get("role") == "tool"}
 
 
 def attribute(records: list[dict], runs: list[Run]) -> dict[int, Run]:
@@ -440,7 +435,7 @@ def attribute(records: list[dict], runs: list[Run]) -> dict[int, Run]:
         by_agent[run.agent].append(run)
     out = {}
     for record in records:
-        texts = [_text(m.get("content")) for m in record["body"].get("messages") or []]
+        texts = [text_of(m.get("content")) for m in record["body"].get("messages") or []]
         tags = {t for text in texts for t in TAG.findall(text)}
         candidates = [r for agent in (tags or by_agent) for r in by_agent.get(agent, [])
                       if r.start <= record["time"] <= r.end]
@@ -505,7 +500,7 @@ def measure(spec: AgentSpec, mode: str, runs: list[Run], records: list[dict], ow
                 lost.append(f"prompt {run.prompt}: no request reached the model (rc {run.rc}: {run.output[-300:]!r})")
                 continue
             last = in_run[-1]["body"]
-            users = "\n".join(_text(m.get("content")) for m in last.get("messages") or [] if m.get("role") == "user")
+            users = "\n".join(text_of(m.get("content")) for m in last.get("messages") or [] if m.get("role") == "user")
             lost += [f"prompt {run.prompt}: prompt {p!r} missing" for p in prompts_so_far if p not in users]
             calls_in, results = _call_keys(last), _tool_results(last)
             answered_last = {_call_key(c["name"], c["arguments"]) for c in in_run[-1]["reply"].get("tool_calls") or []}

@@ -1,7 +1,7 @@
 """The scripted model: an OpenAI-compatible chat-completions server that drives a real agent
 through its own tools, following a script written in the prompt, and records every request.
 
-    python tools/real_agents/model.py --port 18090 --record /tmp/model.jsonl
+    PYTHONPATH=tools python -m real_agents.model --port 18090 --record /tmp/model.jsonl
 
 The proxy's deployment is ``hosted_vllm/scripted`` with ``api_base`` = this server; LiteLLM
 translates the agents' other routes (/v1/messages, /v1/responses, Gemini) into chat completions
@@ -48,8 +48,10 @@ import re
 import threading
 import time
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
+
+from recording_upstream import JsonHandler, Server  # (tools/ on the path: run with -m, see above)
 
 SHELL_TOOLS = ("bash", "shell", "exec_command", "run_shell_command", "shell_command", "local_shell")
 READ_TOOLS = ("read", "read_file", "view", "readfile", "read_many_files")
@@ -319,20 +321,7 @@ class _State:
 
 
 def make_handler(state: _State):
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        wbufsize = 1 << 16
-
-        def log_message(self, fmt, *args):
-            pass
-
-        def _send_json(self, obj, status=200):
-            raw = json.dumps(obj).encode()
-            self.send_response(status)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(raw)))
-            self.end_headers()
-            self.wfile.write(raw)
+    class Handler(JsonHandler):
 
         def do_GET(self):
             if self.path.startswith("/health") or self.path.startswith("/v1/models"):
@@ -360,28 +349,15 @@ def make_handler(state: _State):
             usage = _usage(len(raw), seq)
             model = str(body.get("model", "scripted"))
             if body.get("stream"):
-                self.send_response(200)
-                self.send_header("content-type", "text/event-stream")
-                self.send_header("cache-control", "no-cache")
-                self.send_header("connection", "close")
-                self.end_headers()
-                for chunk in chat_stream(model, reply, usage):
-                    self.wfile.write(chunk)
-                self.wfile.flush()
-                self.close_connection = True
+                self._send_stream(chat_stream(model, reply, usage), flush_each=False)
             else:
                 self._send_json(chat_response(model, reply, usage))
 
     return Handler
 
 
-class _Server(ThreadingHTTPServer):
-    request_queue_size = 1024  # a proxy opens many connections at once: no SYN retransmit waits
-    daemon_threads = True
-
-
 def serve(host: str, port: int, record_path: str | None) -> ThreadingHTTPServer:
-    return _Server((host, port), make_handler(_State(record_path)))
+    return Server((host, port), make_handler(_State(record_path)))  # (its listen backlog: 1024)
 
 
 def main() -> None:
