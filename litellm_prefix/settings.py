@@ -125,6 +125,15 @@ class ProfilesSetting(BaseModel):
     force: dict[str, Literal["claude-code", "codex", "opencode", "pi", "qwen-code", "gemini-cli", "none"]] = Field(default_factory=dict)
 
 
+def _regex(value: str) -> str:
+    """``value``, checked to compile as a regular expression (a validator's answer)."""
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise ValueError(f"not a valid regular expression: {exc}") from None
+    return value
+
+
 class ContextBlock(BaseModel):
     """``firstUserContext``: a block the agent writes at the start of its first user message (never
     the user's own text); the presets named pin their first match inside it (rules/volatile.py).
@@ -141,11 +150,7 @@ class ContextBlock(BaseModel):
     @field_validator("start", "end")
     @classmethod
     def _compiles(cls, value: str) -> str:
-        try:
-            re.compile(value)
-        except re.error as exc:
-            raise ValueError(f"not a valid regular expression: {exc}") from None
-        return value
+        return _regex(value)
 
 
 class VolatileRule(BaseModel):
@@ -159,11 +164,7 @@ class VolatileRule(BaseModel):
     @field_validator("pattern")
     @classmethod
     def _compiles(cls, value: str) -> str:
-        try:
-            re.compile(value)
-        except re.error as exc:
-            raise ValueError(f"not a valid regular expression: {exc}") from None
-        return value
+        return _regex(value)
 
 
 class _Keys(BaseModel):
