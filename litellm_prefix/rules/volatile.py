@@ -197,21 +197,28 @@ def _pin_in_texts(texts: list[str], rules, journal: Journal, ctx: Context, event
             continue
         start, end = _span(match)
         value = text[start:end]
-        recorded = journal.volatile_value(name)
-        if recorded is None:
-            journal = journal.with_volatile(name, value, value)
-            continue
-        pinned, last = recorded
-        if value != pinned:
+        journal, pinned = _pinned_value(journal, name, value, ctx, events, volatile_note(name, value))
+        if pinned is not None:
             texts[index] = text[:start] + pinned + text[end:]
-        if value != last:
-            anchor = tail_anchor(ctx)
-            if anchor is None:
-                continue
-            journal = journal.with_volatile(name, pinned, value).with_note(
-                Note(anchor[0], anchor[1], f"volatile:{name}", volatile_note(name, value)))
-            events.append(Event("volatile", {"name": name, "action": "note"}))
     return texts, journal
+
+
+def _pinned_value(journal: Journal, key: str, value: str, ctx: Context, events: list[Event],
+                  note: str) -> tuple[Journal, str | None]:
+    """One pinned span's decision: its first value is recorded; a later value goes as ``note`` at the
+    tail, once per change (``events`` gets the note's event). Returns the journal and the pinned
+    value to write back where ``value`` differs from it (else None)."""
+    recorded = journal.volatile_value(key)
+    if recorded is None:
+        return journal.with_volatile(key, value, value), None
+    pinned, last = recorded
+    if value != last:
+        anchor = tail_anchor(ctx)
+        if anchor is not None:
+            journal = journal.with_volatile(key, pinned, value).with_note(
+                Note(anchor[0], anchor[1], f"volatile:{key}", note))
+            events.append(Event("volatile", {"name": key, "action": "note"}))
+    return journal, (pinned if value != pinned else None)
 
 
 def _description(tool) -> str | None:
@@ -326,20 +333,9 @@ def _pin_context_spans(view: View, journal: Journal, ctx: Context) -> tuple[View
             key = CONTEXT_PREFIX + name
             begin, end = _span(match)
             value = texts[index][begin:end]
-            recorded = journal.volatile_value(key)
-            if recorded is None:
-                journal = journal.with_volatile(key, value, value)
-                continue
-            pinned, last = recorded
-            if value != pinned:
+            journal, pinned = _pinned_value(journal, key, value, ctx, events, context_note(name, value))
+            if pinned is not None:
                 edits.append((index, begin, end, pinned))
-            if value != last:
-                anchor = tail_anchor(ctx)
-                if anchor is None:
-                    continue
-                journal = journal.with_volatile(key, pinned, value).with_note(
-                    Note(anchor[0], anchor[1], f"volatile:{key}", context_note(name, value)))
-                events.append(Event("volatile", {"name": key, "action": "note"}))
     if not edits:
         return view, journal, events
     for index, begin, end, pinned in sorted(edits, reverse=True):
