@@ -40,6 +40,15 @@ def ctx(settings_factory):
 
 
 @pytest.fixture
+def home(tmp_path, monkeypatch):
+    """The gateway's HOME, empty: no ``~/.pi/pi-home`` (the default stablePath) resolves."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    return home
+
+
+@pytest.fixture
 def anyio_backend():
     return "asyncio"
 

@@ -126,14 +126,6 @@ def assert_every_read_opens_the_original(original: str, shown: str) -> None:
                         assert Path(b, name).read_text() == Path(a, name).read_text()
 
 
-@pytest.fixture
-def home(tmp_path, monkeypatch):
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    return home
-
-
 @pytest.mark.parametrize("package,head", [(PI16, pi16_head), (PI073, pi073_head)])
 def test_default_settings_show_pi_its_own_install_path(tmp_path, home, package, head):
     """Issue 24 item 1: with the defaults, $HOME/.pi/pi-home of the gateway's user is nowhere: the

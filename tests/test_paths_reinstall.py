@@ -104,15 +104,6 @@ def _stabilizer(store: MemoryStore | None = None, **kwargs) -> Stabilizer:
     return Stabilizer(Settings(tool_order="keep", **kwargs), store=store)
 
 
-@pytest.fixture
-def home(tmp_path, monkeypatch):
-    """The gateway's HOME: no ``~/.pi/pi-home`` (the default stablePath) resolves."""
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    return home
-
-
 def journal_roots(stabilizer: Stabilizer) -> list[tuple[tuple[str, str], ...]]:
     return [Journal.decoded(raw).roots for _, raw, _ in stabilizer.store._journals.values()]
 
