@@ -7,6 +7,7 @@ every session's bytes.
 """
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import os
@@ -37,7 +38,10 @@ K1, K2 = new_key(), new_key()
 def test_sealed_values_open_only_with_a_configured_key_and_under_their_own_name():
     one = Cipher(parse_key(K1, "k1"))
     sealed = one.seal("You are pi. Current date and time: 2026-12-04", "litellm-prefix:t:abc")
-    assert sealed.startswith("lpx1:") and "pi" not in sealed
+    # what is sealed never shows: not as text (spaces are not in base64) nor as the raw bytes
+    assert sealed.startswith("lpx1:") and "You are pi." not in sealed
+    raw = base64.b64decode(sealed.rsplit(":", 1)[1])
+    assert b"You are pi" not in raw and b"2026-12-04" not in raw
     assert one.open(sealed, "litellm-prefix:t:abc") == "You are pi. Current date and time: 2026-12-04"
     assert one.seal("x", "k") != one.seal("x", "k")  # a fresh nonce every time
     with pytest.raises(CipherError):
@@ -115,7 +119,7 @@ async def test_a_redis_dump_holds_no_prompt_text_when_encryption_is_on(redis_ser
     outs = [await sealed.stabilize(json.loads(json.dumps(r))) for r in requests]
     dump = _everything_in(redis_server)
     assert [p for p in pieces if p in dump] == []
-    assert "Current date" not in dump and "fact" not in dump
+    assert "Current date" not in dump and " fact" not in dump  # base64 has no spaces
     assert sealed.stats["store_fallbacks"] == 0
     # the same decisions as the plain store: encryption changes nothing a model sees
     redis_server.command("FLUSHALL")
