@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from litellm_prefix.context import Target  # noqa: E402
 from litellm_prefix.core import Stabilizer  # noqa: E402
-from litellm_prefix.replay import _CALL_TYPES, Turn, account  # noqa: E402
+from litellm_prefix.offline.replay import _CALL_TYPES, Turn, account  # noqa: E402
 from litellm_prefix.rules.notes import unfolded  # noqa: E402
 from litellm_prefix.settings import Settings  # noqa: E402
 

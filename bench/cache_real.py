@@ -35,8 +35,8 @@ import httpx  # noqa: E402
 from llama_server import LlamaServer, server_version  # noqa: E402
 from procs import Proxy, free_port  # noqa: E402
 
-from litellm_prefix.cli import usage_tokens  # noqa: E402
-from litellm_prefix.replay import ROUTES, load  # noqa: E402
+from litellm_prefix.offline.cli import usage_tokens  # noqa: E402
+from litellm_prefix.offline.replay import ROUTES, load  # noqa: E402
 
 SCENARIOS = ["pi", "claude-code", "codex"]
 PLUGIN_ENV = {
@@ -106,7 +106,7 @@ def chart(results: dict, out: Path) -> None:
 
 def check_report(log: Path, results: dict, out: Path) -> dict:
     """The plugin's own measurements (``litellm-prefix report``) against the upstream's answers."""
-    from litellm_prefix import report
+    from litellm_prefix.offline import report
 
     for _ in range(50):  # success callbacks run after the answers: wait for the last records
         summary = report.read(str(log))

@@ -90,7 +90,8 @@ class Stages:
         return functools.wraps(fn)(timed)
 
     def install(self) -> None:
-        from litellm_prefix import core, drift, pipeline, prefix, profiles, sinks
+        from litellm_prefix import core, drift, pipeline, profiles, sinks
+        from litellm_prefix.measure import prefix
 
         pipeline.RULES[:] = [self.wrap(f"rule {rule.__name__}", rule) for rule in pipeline.RULES]
         core.profiles = _Module(profiles, detect=self.wrap("profile detection", profiles.detect))

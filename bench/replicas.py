@@ -40,8 +40,8 @@ sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tools")]
 from llama_server import LlamaServer, PortTaken, server_version  # noqa: E402
 from procs import Proxy, free_port  # noqa: E402
 
-from litellm_prefix.cli import usage_tokens  # noqa: E402
-from litellm_prefix.replay import ROUTES, Turn, load  # noqa: E402
+from litellm_prefix.offline.cli import usage_tokens  # noqa: E402
+from litellm_prefix.offline.replay import ROUTES, Turn, load  # noqa: E402
 
 AGENTS = ["pi", "claude-code", "codex"]
 SLOTS = 4

@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from litellm_prefix import report  # noqa: E402
+from litellm_prefix.offline import report  # noqa: E402
 
 CLASSES = ["hit"] * 14 + ["client_drift", "provider_miss", "below_minimum", "unknown"]
 

@@ -30,7 +30,8 @@ from typing import Any
 
 from cachetools import LRUCache, TTLCache
 
-from . import classify, metrics, prefix, pricing
+from . import metrics
+from .measure import classify, prefix, pricing
 from .context import Event, Expiring, Target, cost_map_value, forget_path
 from .settings import Settings
 from .symlink import ensure_symlink

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from litellm_prefix.classify import Expected, Measured, Policy, classify, measure, policy
+from litellm_prefix.measure.classify import Expected, Measured, Policy, classify, measure, policy
 
 # OpenAI chat completions (gpt-4o, a 2k-token prompt served partly from cache).
 OPENAI_CHAT = {"prompt_tokens": 2006, "completion_tokens": 300, "total_tokens": 2306,

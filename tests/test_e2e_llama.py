@@ -15,8 +15,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from litellm_prefix.cli import usage_tokens
-from litellm_prefix.replay import load
+from litellm_prefix.offline.cli import usage_tokens
+from litellm_prefix.offline.replay import load
 
 pytestmark = pytest.mark.e2e
 SCENARIO = Path(__file__).resolve().parent.parent / "bench" / "scenarios"

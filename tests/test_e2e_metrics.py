@@ -20,8 +20,8 @@ import pytest
 from procs import sdk_callbacks
 from realistic import pi_sections, render_pi, sentence
 
-from litellm_prefix.cli import main as cli_main
-from litellm_prefix.cli import usage_tokens
+from litellm_prefix.offline.cli import main as cli_main
+from litellm_prefix.offline.cli import usage_tokens
 
 pytestmark = pytest.mark.e2e
 GROUP = "llama-metrics"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from litellm_prefix.replay import common_prefix
+from litellm_prefix.offline.replay import common_prefix
 from realistic import (
     TOOL_NAMES,
     anthropic_tools,
@@ -160,7 +160,7 @@ def test_anthropic_route_bridged_to_another_api_keeps_notes_in_place(proxy, upst
     the Responses API) and runs the deployment hook again on the translated shape. The
     history-dependent rules must run once, on the client's own request: each turn's
     upstream body extends the previous one, and the git-status note is sent once."""
-    from litellm_prefix.replay import load
+    from litellm_prefix.offline.replay import load
 
     upstream.take()
     scenario = Path(__file__).resolve().parent.parent / "bench" / "scenarios" / "claude-code.noisy.jsonl"
@@ -175,7 +175,7 @@ def test_anthropic_route_bridged_to_another_api_keeps_notes_in_place(proxy, upst
 
 def test_replay_via_a_running_proxy(proxy, upstream, capsys):
     """`litellm-prefix replay FILE --via URL` sends each request through the proxy and sums cached tokens."""
-    from litellm_prefix.cli import main
+    from litellm_prefix.offline.cli import main
 
     upstream.take()
     scenario = Path(__file__).resolve().parent.parent / "bench" / "scenarios" / "pi.clean.jsonl"

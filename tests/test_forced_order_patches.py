@@ -18,7 +18,7 @@ from realistic import TOOL_NAMES, openai_tools, paragraph, pi_sections, render_p
 from sessions import NOTIFICATION, removed, updated
 from test_section_order import FORCED_ORDER, PI_ORDER, heads, pi_099_parts, render
 
-from litellm_prefix import replay
+from litellm_prefix.offline import replay
 from litellm_prefix.context import Context
 from litellm_prefix.core import Stabilizer
 from litellm_prefix.journal import Journal

@@ -18,10 +18,10 @@ from hypothesis import given, settings as hsettings, strategies as st
 from prometheus_client import REGISTRY
 from realistic import conversation, openai_tools, pi_sections, render_pi
 
-from litellm_prefix import prefix
+from litellm_prefix.measure import prefix
 from litellm_prefix.context import Target
 from litellm_prefix.core import Stabilizer
-from litellm_prefix.replay import Turn, common_prefix, render, tokens
+from litellm_prefix.offline.replay import Turn, common_prefix, render, tokens
 from litellm_prefix.settings import Settings
 
 LOCAL = "http://127.0.0.1:8080/v1"

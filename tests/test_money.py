@@ -12,7 +12,8 @@ import pytest
 from prometheus_client import REGISTRY
 from test_measure import Session, pi_head, turns
 
-from litellm_prefix import pricing, report
+from litellm_prefix.measure import pricing
+from litellm_prefix.offline import report
 
 # LiteLLM's cost map (the local copy, LITELLM_LOCAL_MODEL_COST_MAP=True), USD per token.
 GPT_4O = pricing.Prices(2.5e-06, 1.25e-06, None, "cost_map")

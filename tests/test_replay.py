@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from litellm_prefix.cli import main, usage_tokens
-from litellm_prefix.replay import CacheModel, Turn, render
+from litellm_prefix.offline.cli import main, usage_tokens
+from litellm_prefix.offline.replay import CacheModel, Turn, render
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "bench" / "scenarios"
 

@@ -7,9 +7,9 @@ import json
 import random
 import re
 
-from litellm_prefix import report
-from litellm_prefix.classify import CLASSES
-from litellm_prefix.cli import main
+from litellm_prefix.offline import report
+from litellm_prefix.measure.classify import CLASSES
+from litellm_prefix.offline.cli import main
 
 
 def synthetic_log(path, sessions=5, turns=12, seed=3, agents=("pi", "claude-code")) -> list[dict]:

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from litellm_prefix.cli import main
+from litellm_prefix.offline.cli import main
 from litellm_prefix.settings import ENV_VARS, Settings, SettingsError, load_settings, load_with_provenance
 
 

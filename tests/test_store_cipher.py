@@ -190,7 +190,7 @@ async def test_rotation_across_two_gateway_processes_keeps_the_bytes(redis_serve
 
 
 def test_keygen_prints_a_key_the_gateway_accepts(capsys):
-    from litellm_prefix.cli import main
+    from litellm_prefix.offline.cli import main
 
     assert main(["keygen"]) == 0
     key = capsys.readouterr().out.strip()

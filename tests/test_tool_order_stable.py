@@ -13,7 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from realistic import TOOL_NAMES, anthropic_tools, openai_tools, pi_system_prompt, shuffled
 
-from litellm_prefix import profiles, replay
+from litellm_prefix import profiles
+from litellm_prefix.offline import replay
 from litellm_prefix.context import Target
 from litellm_prefix.core import Stabilizer
 from litellm_prefix.rules.tools import pinned_order

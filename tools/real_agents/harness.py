@@ -25,7 +25,7 @@ received) and the plugin's JSONL log (its ``call`` records carry the model's req
 ``cached_tokens``, see model.py):
 
 - ``ratio``: re-processed tokens over the append-only bound. Re-processed: each request's tokens
-  (``litellm_prefix.replay`` rendering, cl100k_base) minus its longest common token prefix with
+  (``litellm_prefix.offline.replay`` rendering, cl100k_base) minus its longest common token prefix with
   any earlier request of the agent's run. Bound: what an append-only client re-processes: each
   request's tokens minus those of its leading messages that an earlier request of the same
   stream already held (same first tagged prompt, same tools; the first two messages, where
@@ -327,7 +327,7 @@ def _tool_names(body: dict) -> tuple[str, ...]:
 
 
 def _ids(body: dict) -> list[int]:
-    from litellm_prefix.replay import Turn, render, tokens
+    from litellm_prefix.offline.replay import Turn, render, tokens
 
     return tokens(render(Turn("", "chat", {k: body[k] for k in ("messages", "tools") if k in body})))
 

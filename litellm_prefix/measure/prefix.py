@@ -28,10 +28,10 @@ from typing import Any
 
 from cachetools import LRUCache
 
-from .context import compact_json
-from .drift import first_difference
+from ..context import compact_json
+from ..drift import first_difference
+from ..sections import memo
 from .render import Turn, chat_pair, end_part, hoists, later_part, render_parts
-from .sections import memo
 
 PIECE = 256
 PIECES_FROM = 2048  # shorter parts are compared whole (a difference inside one costs at most ~500 tokens)

@@ -101,7 +101,7 @@ def end_part(framed: bool = False) -> tuple[str, Any]:
 
 
 def hoists(target: Mapping[str, Any]) -> bool:
-    from .rules.mid_system import hoists_system_messages
+    from ..rules.mid_system import hoists_system_messages
 
     return hoists_system_messages(str(target.get("provider") or ""), bool(target.get("system_messages_first")))
 

@@ -13,7 +13,7 @@ import sys
 
 from pydantic.alias_generators import to_camel
 
-from .settings import ENV_VARS, SettingsError, display_value, global_file, load_with_provenance, project_dir
+from ..settings import ENV_VARS, SettingsError, display_value, global_file, load_with_provenance, project_dir
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _keygen(args: argparse.Namespace) -> int:
-    from .store_cipher import new_key
+    from ..store_cipher import new_key
 
     print(new_key())
     return 0

@@ -29,7 +29,7 @@ try:
 except ImportError:  # pragma: no cover
     _loads = json.loads
 
-from .classify import CLASSES
+from ..measure.classify import CLASSES
 
 CHART_SESSIONS = 6  # sessions drawn in the HTML chart (those with the most prompt tokens)
 MAX_TURN_POINTS = 500_000  # per-turn points kept for the chart, all sessions together

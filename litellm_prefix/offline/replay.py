@@ -28,7 +28,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from .render import (ROUTES, Turn, _META_KEYS, _sorted_json, _text, _tool_json, chat_pair, end_part,  # noqa: F401
+from ..measure.render import (ROUTES, Turn, _META_KEYS, _sorted_json, _text, _tool_json, chat_pair, end_part,  # noqa: F401
                      hoists, later_part, messages_of, render, render_parts)
 
 BLOCK = 16
@@ -155,8 +155,8 @@ def account(turns: Iterable[Turn]) -> Totals:
 
 def stabilized(turns: list[Turn], settings) -> list[Turn]:
     """The same turns as the plugin would send them (one in-memory journal per replay)."""
-    from .context import Target
-    from .core import Stabilizer
+    from ..context import Target
+    from ..core import Stabilizer
 
     stabilizer = Stabilizer(settings)
     out = []
@@ -179,10 +179,10 @@ def stabilized(turns: list[Turn], settings) -> list[Turn]:
 
 def explain(a: Mapping[str, Any], b: Mapping[str, Any], route: str = "chat") -> dict[str, Any]:
     """Why request ``b`` does not reuse ``a``'s prefix: where, in which part, and the cost."""
-    from . import wire
-    from .context import Context
-    from .drift import head_record, what_changed
-    from .settings import Settings
+    from .. import wire
+    from ..context import Context
+    from ..drift import head_record, what_changed
+    from ..settings import Settings
 
     first, second = Turn("diff", route, dict(a)), Turn("diff", route, dict(b))
     text_a, text_b = render(first), render(second)
