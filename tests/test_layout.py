@@ -1,12 +1,13 @@
-"""The package's import graph has no cycle, lazy (function-level) imports included.
-
-A cycle hidden by a lazy import (``core -> sinks -> prefix -> replay -> core`` had one: the
-ChatML renderer the live measurement uses lived in the offline replay tool) makes every module
-on it depend on every other; the renderer now lives in ``render``.
+"""The package's layering: no import cycle (lazy, function-level imports included), and the
+import contracts of pyproject's ``[tool.importlinter]`` (``lint-imports``): offline tools on
+top, then the LiteLLM glue, the transform, its outputs, measurement, the rules and the data
+they read; no module imports from a layer above its own.
 """
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "litellm_prefix"
@@ -90,3 +91,29 @@ def test_a_cycle_is_found():
     graph = {k: set(v) for k, v in import_graph().items()}
     graph["litellm_prefix.measure.render"].add("litellm_prefix.core")
     assert any("litellm_prefix.core" in c and "litellm_prefix.measure.render" in c for c in cycles(graph))
+
+
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+
+
+def _lint(config: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([str(LINT_IMPORTS), "--no-cache", str(config)], capture_output=True, text=True,
+                          cwd=PACKAGE.parent, timeout=120)
+
+
+def test_the_layering_contracts_hold():
+    """pyproject's [tool.importlinter] layers: no module imports from a layer above its own."""
+    done = _lint(PACKAGE.parent / "pyproject.toml")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "0 broken" in done.stdout
+
+
+def test_an_upward_import_breaks_the_contract(tmp_path):
+    """The check can fail: settings placed above context (which imports it) is an upward import."""
+    config = tmp_path / "contracts.toml"
+    config.write_text('[tool.importlinter]\nroot_package = "litellm_prefix"\n\n'
+                      '[[tool.importlinter.contracts]]\nname = "upside down"\ntype = "layers"\n'
+                      'containers = ["litellm_prefix"]\nlayers = ["settings", "context"]\n')
+    done = _lint(config)
+    assert done.returncode != 0 and "BROKEN" in done.stdout
+    assert "litellm_prefix.context -> litellm_prefix.settings" in done.stdout
