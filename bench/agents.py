@@ -15,7 +15,7 @@ Target: plugin ≤ 1.02 × stable on every row. Each plugin run is also checked 
 every client message or item reaches the output in order, tool calls stay paired with
 their results, and every tool is still there.
 
-    .venv/bin/python bench/agents.py [--json]      # also writes bench/results/agents.json
+    .venv/bin/python -m bench.agents [--json]      # also writes bench/results/agents.json
 """
 from __future__ import annotations
 
@@ -29,7 +29,6 @@ from pathlib import Path
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "bench" / "scenarios"
-sys.path.insert(0, str(ROOT))
 
 from litellm_prefix.context import Target  # noqa: E402
 from litellm_prefix.core import Stabilizer  # noqa: E402

@@ -1,7 +1,7 @@
 """Cache effectiveness on a real prefix-caching server: llama.cpp's server (one slot) behind real LiteLLM proxies.
 
 Each bundled scenario is replayed three times through a LiteLLM proxy to llama.cpp's server
-(the xllamacpp wheel, started by tools/llama_server.py with the tiny model):
+(the xllamacpp wheel, started by harness/llama_server.py with the tiny model):
 the noisy session without the plugin, the noisy session with it, and the clean session
 (a perfectly stable client: the oracle) without it. llama-server reports per request how
 many prompt tokens it took from its cache (``cached_tokens``); re-processed = prompt -
@@ -14,7 +14,7 @@ session's re-processed tokens per turn. The plugin's proxy writes its JSONL log;
 ``litellm-prefix report`` of that log must add up to the with-plugin runs' re-processed
 tokens exactly (checked, and written to bench/results/report.html and report.png).
 
-    .venv/bin/python bench/cache_real.py      # or `make bench`; nothing to build
+    .venv/bin/python -m bench.cache_real      # or `make bench`; nothing to build
 """
 from __future__ import annotations
 
@@ -29,11 +29,10 @@ from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tools")]
 
 import httpx  # noqa: E402
-from llama_server import LlamaServer, server_version  # noqa: E402
-from procs import Proxy, free_port  # noqa: E402
+from harness.llama_server import LlamaServer, server_version  # noqa: E402
+from harness.procs import Proxy, free_port  # noqa: E402
 
 from litellm_prefix.offline.cli import usage_tokens  # noqa: E402
 from litellm_prefix.offline.replay import ROUTES, load  # noqa: E402

@@ -32,7 +32,7 @@ requests per replica max/mean, the in-flight peak per replica max/mean, and move
 Target (8 replicas, 200 sessions): the plugin's re-processed tokens no more than the
 SGLang-style policy's, with requests per replica and the in-flight peak at max/mean <= 1.25.
 
-    .venv/bin/python bench/fleet.py [--replicas 8 ...] [--sessions 200] [--seed 1 ...] [--json]
+    .venv/bin/python -m bench.fleet [--replicas 8 ...] [--sessions 200] [--seed 1 ...] [--json]
 """
 from __future__ import annotations
 
@@ -48,7 +48,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 from litellm_prefix import placement  # noqa: E402
 

@@ -18,7 +18,7 @@ so they share the module-level memos that two proxies would each hold for themse
 ``--stages`` adds where the time goes inside the hooks (``Stages``). Compare two versions of the code by running this file from each checkout
 in turn (the machine's speed drifts: alternate, and repeat).
 
-    .venv/bin/python bench/hooks_cpu.py [--sessions 32 --turns 10 --flush 8 --store memory --replicas 1]
+    .venv/bin/python -m bench.hooks_cpu [--sessions 32 --turns 10 --flush 8 --store memory --replicas 1]
 """
 from __future__ import annotations
 
@@ -35,10 +35,9 @@ from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "bench")]
 
 import litellm  # noqa: E402
-from load import Session  # noqa: E402  (its import clears LITELLM_PREFIX_*: default settings, as its proxies)
+from bench.load import Session  # noqa: E402  (its import clears LITELLM_PREFIX_*: default settings, as its proxies)
 
 import litellm_prefix.hook as hook_module  # noqa: E402
 from litellm_prefix.hook import PrefixStabilizer  # noqa: E402
@@ -134,7 +133,7 @@ async def run(args) -> dict:
     if args.store == "redis":
         import tempfile
 
-        from procs import RedisServer
+        from harness.procs import RedisServer
 
         store = RedisServer(Path(tempfile.mkdtemp(prefix="hooks-cpu-")))
     settings = Settings(store=store.url) if store else Settings()

@@ -30,7 +30,7 @@ run is not in it). If CPU followed latency, ``sleep`` would
 cost more CPU than ``baseline``; if hosting the plugin cost the proxy's other requests
 something, ``hosted-off`` would.
 
-    .venv/bin/python bench/latency_cpu.py [--waves 40 --sleep-ms 300 --burn-ms 2.0] [--plain-only]
+    .venv/bin/python -m bench.latency_cpu [--waves 40 --sleep-ms 300 --burn-ms 2.0] [--plain-only]
 
 Results go to bench/results/latency_cpu.json (``--plain-only``: latency_cpu_plain.json).
 """
@@ -46,11 +46,10 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "bench"))
 
-import load  # noqa: E402  (sets the proxies' environment as for bench/load.py)
+from bench import load  # noqa: E402  (sets the proxies' environment as for bench/load.py)
 import httpx  # noqa: E402
-from procs import Proxy, Upstream, proxy_config  # noqa: E402
+from harness.procs import Proxy, Upstream, proxy_config  # noqa: E402
 
 SESSIONS = 32
 TURNS = 10

@@ -8,7 +8,7 @@ its prompt: learning scans the head's digit lines). Each with ``learnedVolatile`
 on. Reported: medians in ms, the ratio on/off for each head, and how many requests sent
 a changed head upstream (the cache misses learning removes).
 
-    .venv/bin/python bench/learned_volatile.py [--turns N]
+    .venv/bin/python -m bench.learned_volatile [--turns N]
 """
 from __future__ import annotations
 
@@ -22,10 +22,8 @@ from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT))
 
-from realistic import pi_system_prompt  # noqa: E402
+from harness.realistic import pi_system_prompt  # noqa: E402
 
 from litellm_prefix.context import Target  # noqa: E402
 from litellm_prefix.core import Stabilizer  # noqa: E402

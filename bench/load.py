@@ -63,7 +63,7 @@ logs), Redis calls per request (Redis's own EVALSHA count), and whether every se
 upstream head was byte-identical on every turn and identical to the single-proxy head
 (``heads stable``), with nothing lost and every turn a prefix of the next.
 
-    make bench            # or: .venv/bin/python bench/load.py [--sessions 32 --turns 10 --rounds 1]
+    make bench            # or: .venv/bin/python -m bench.load [--sessions 32 --turns 10 --rounds 1]
 
 ``--rounds 4`` runs the workload four times with fresh sessions (40 waves per configuration,
 about 14 minutes): each CPU ratio is printed with two standard errors of its turn-by-turn
@@ -99,11 +99,10 @@ ROOT = Path(__file__).resolve().parent.parent
 os.environ["LITELLM_PREFIX_CONFIG"] = str(ROOT / "bench" / "no-such-global-settings.json")
 os.environ["PYTHONPATH"] = os.pathsep.join(
     p for p in (str(ROOT), str(ROOT / "bench"), os.environ.get("PYTHONPATH")) if p)
-sys.path.insert(0, str(ROOT / "tests"))
 
 import httpx  # noqa: E402
-from procs import Proxy, RedisServer, Upstream, proxy_config  # noqa: E402
-from sessions import PiClient, memory_flip_turn  # noqa: E402
+from harness.procs import Proxy, RedisServer, Upstream, proxy_config  # noqa: E402
+from harness.sessions import PiClient, memory_flip_turn  # noqa: E402
 
 CONFIGS = ("baseline", "memory", "memory-off", "redis", "redis-off", "baseline-2", "replicas", "replicas-off",
            "calibration", "calibration-off")

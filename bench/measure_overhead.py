@@ -14,7 +14,7 @@ Reported: medians (ms) and, measured in the same run, the ratio to one ``json.du
 the request (work every gateway does per request anyway). Writes
 bench/results/measure_overhead.json.
 
-    .venv/bin/python bench/measure_overhead.py [--samples N]
+    .venv/bin/python -m bench.measure_overhead [--samples N]
 """
 from __future__ import annotations
 
@@ -31,9 +31,8 @@ from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
 
-from realistic import conversation, openai_tools, pi_system_prompt  # noqa: E402
+from harness.realistic import conversation, openai_tools, pi_system_prompt  # noqa: E402
 
 from litellm_prefix.context import Target  # noqa: E402
 from litellm_prefix.hook import PrefixStabilizer  # noqa: E402

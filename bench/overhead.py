@@ -15,7 +15,7 @@ session's journal, and the resident-memory growth of a process holding 10,000 pi
 sessions in the in-memory store (the plugin's share of a proxy's memory). Ratios are
 what to compare across machines; absolute times depend on a shared, noisy machine.
 
-    make bench            # or: .venv/bin/python bench/overhead.py [--samples N]
+    make bench            # or: .venv/bin/python -m bench.overhead [--samples N]
 """
 from __future__ import annotations
 
@@ -31,9 +31,8 @@ from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
 
-from realistic import TOOL_NAMES, conversation, install_root, openai_tools, pi_system_prompt, shuffled  # noqa: E402
+from harness.realistic import TOOL_NAMES, conversation, install_root, openai_tools, pi_system_prompt, shuffled  # noqa: E402
 
 from litellm_prefix.context import Target  # noqa: E402
 from litellm_prefix.core import Stabilizer  # noqa: E402
@@ -119,7 +118,7 @@ class ProxySampler:
         import tempfile
 
         import httpx
-        from procs import Proxy, Upstream, proxy_config
+        from harness.procs import Proxy, Upstream, proxy_config
 
         work = Path(tempfile.mkdtemp(prefix="litellm-prefix-overhead-"))
         self.upstream = Upstream(work)
@@ -199,8 +198,8 @@ def memory(sessions: int) -> dict:
 def _memory_in_fresh_process(sessions: int) -> dict:
     import subprocess
 
-    done = subprocess.run([sys.executable, __file__, "--memory-only", "--sessions", str(sessions)],
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run([sys.executable, "-m", "bench.overhead", "--memory-only", "--sessions", str(sessions)],
+                          capture_output=True, text=True, check=True, cwd=ROOT)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 

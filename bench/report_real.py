@@ -9,7 +9,7 @@ comparison; this script runs only the with-plugin replays, which a busy machine 
 afford.) Writes bench/results/report_real.json, report.html and report.png (the chart
 the README shows).
 
-    .venv/bin/python bench/report_real.py [--scenarios pi claude-code codex]
+    .venv/bin/python -m bench.report_real [--scenarios pi claude-code codex]
 """
 from __future__ import annotations
 
@@ -24,12 +24,11 @@ from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT / "bench"), str(ROOT / "tests"), str(ROOT / "tools")]
 
 import httpx  # noqa: E402
-from cache_real import PLUGIN_ENV, SCENARIOS, check_report, llama_config, run  # noqa: E402
-from llama_server import LlamaServer  # noqa: E402
-from procs import Proxy, free_port  # noqa: E402
+from bench.cache_real import PLUGIN_ENV, SCENARIOS, check_report, llama_config, run  # noqa: E402
+from harness.llama_server import LlamaServer  # noqa: E402
+from harness.procs import Proxy, free_port  # noqa: E402
 
 
 def main() -> None:

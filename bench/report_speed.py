@@ -5,7 +5,7 @@ turns, 4 models, 3 agent profiles, every class), ``drift`` and ``rewrite`` event
 corrupt line every 10,000. Timed in one run: reading and summarising (streamed), the text
 summary, ``--json``, and ``--html`` (chart included). Writes bench/results/report_speed.json.
 
-    .venv/bin/python bench/report_speed.py [--lines N]
+    .venv/bin/python -m bench.report_speed [--lines N]
 """
 from __future__ import annotations
 
@@ -20,7 +20,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 from litellm_prefix.offline import report  # noqa: E402
 

@@ -1,6 +1,6 @@
 """Tokens an exact-prefix cache must prefill again over a 20-turn pi-like session.
 
-The session (tests/sessions.py) has a sectioned ~20k-token head, 35 tools, tool calls,
+The session (harness/sessions.py) has a sectioned ~20k-token head, 35 tools, tool calls,
 a memory write (turn 5), a memory deletion (turn 11), a notification-run flip of an
 extension section (turn 8), and an install path that moves when the agent is updated
 (turn 14). Each turn's request is rendered with a ChatML template (tools in the system
@@ -11,7 +11,7 @@ request. Compared: the client as is, the same traffic through litellm-prefix, an
 perfectly stable client (the oracle: same conversation, nothing volatile).
 Also reported: the bytes of this session's journal in the in-memory store.
 
-    .venv/bin/python bench/session_cost.py
+    .venv/bin/python -m bench.session_cost
 """
 from __future__ import annotations
 
@@ -23,11 +23,10 @@ from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
 
 from litellm.litellm_core_utils.default_encoding import encoding  # noqa: E402  (cl100k_base, bundled)
-from realistic import PI_SUFFIX  # noqa: E402
-from sessions import NOTIFICATION, PiClient, removed, updated  # noqa: E402
+from harness.realistic import PI_SUFFIX  # noqa: E402
+from harness.sessions import NOTIFICATION, PiClient, removed, updated  # noqa: E402
 
 from litellm_prefix.context import Target  # noqa: E402
 from litellm_prefix.core import Stabilizer  # noqa: E402

@@ -10,7 +10,7 @@ Reported: the extra process CPU per call, and how much of it ran on the loop's t
 each of three rounds (the machine is shared: compare within a round), and each client's
 store fallbacks (calls the store judged slow: with a healthy local Redis there should be none).
 
-    .venv/bin/python bench/store_calls.py
+    .venv/bin/python -m bench.store_calls
 """
 from __future__ import annotations
 
@@ -26,9 +26,8 @@ from pathlib import Path
 
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from procs import RedisServer  # noqa: E402
+from harness.procs import RedisServer  # noqa: E402
 
 from litellm_prefix.store import MemoryStore, RedisStore, ResilientStore, WireRedisStore  # noqa: E402
 

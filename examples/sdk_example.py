@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 
 import litellm  # noqa: E402
-from recording_upstream import serve  # noqa: E402
+from harness.recording_upstream import serve  # noqa: E402
 
 from litellm_prefix import PrefixStabilizer, Settings  # noqa: E402
 

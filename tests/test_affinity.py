@@ -213,8 +213,7 @@ async def test_pins_in_a_real_redis_are_shared(redis_server):
 def test_sdk_router_keeps_sessions_on_balanced_deployments(monkeypatch):
     import litellm
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
-    import recording_upstream
+    from harness import recording_upstream
 
     from litellm_prefix.hook import PrefixStabilizer
 

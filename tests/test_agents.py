@@ -7,7 +7,7 @@ import json
 import random
 
 import pytest
-from agent_requests import (
+from harness.agent_requests import (
     CC_SESSION,
     billing_block,
     claude_code_body,
@@ -24,7 +24,7 @@ from agent_requests import (
 )
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from realistic import TOOL_NAMES, openai_tools, pi_system_prompt, responses_tools
+from harness.realistic import TOOL_NAMES, openai_tools, pi_system_prompt, responses_tools
 
 from litellm_prefix import profiles
 from litellm_prefix.context import Target

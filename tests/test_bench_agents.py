@@ -3,7 +3,7 @@ alone, nothing lost, and every row within 1.02x of a perfectly stable client wit
 from __future__ import annotations
 
 import pytest
-from procs import load_bench
+from harness.procs import load_bench
 
 
 @pytest.fixture(scope="module")

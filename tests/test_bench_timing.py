@@ -7,7 +7,7 @@ import asyncio
 import struct
 
 import pytest
-from procs import load_bench
+from harness.procs import load_bench
 
 
 @pytest.fixture(scope="module")
@@ -136,9 +136,6 @@ def test_latency_cpu_s_hooks_wait_without_cpu_and_burn_without_waiting(monkeypat
     time and reads no CPU clock, its burn hook spins on the thread-CPU clock until its time is
     spent and never awaits; both hand the request on unchanged. (No timing is asserted: the
     clocks are replaced, so the verdict does not depend on how busy the machine is.)"""
-    from pathlib import Path
-
-    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent.parent / "bench"))
     monkeypatch.setenv("BENCH_SLEEP_MS", "80")
     monkeypatch.setenv("BENCH_BURN_MS", "20")
     hooks = load_bench("latency_hooks")

@@ -7,7 +7,7 @@ import json
 import logging
 
 import pytest
-from realistic import TOOL_NAMES, conversation, install_root, openai_tools, pi_sections, pi_system_prompt, render_pi, shuffled
+from harness.realistic import TOOL_NAMES, conversation, install_root, openai_tools, pi_sections, pi_system_prompt, render_pi, shuffled
 
 from litellm_prefix.drift import first_difference, head_record
 from litellm_prefix.sections import parse_head

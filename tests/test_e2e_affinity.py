@@ -15,7 +15,7 @@ import json
 from collections import Counter, defaultdict
 
 import pytest
-from procs import Proxy, Upstream
+from harness.procs import Proxy, Upstream
 
 from litellm_prefix.rules.hints import count_marks
 

@@ -6,7 +6,7 @@ import json
 import random
 
 import pytest
-from agent_requests import (
+from harness.agent_requests import (
     claude_code_body,
     claude_code_env,
     claude_code_git_status,
@@ -16,7 +16,7 @@ from agent_requests import (
     opencode_env,
     opencode_headers,
 )
-from realistic import TOOL_NAMES, openai_tools, shuffled
+from harness.realistic import TOOL_NAMES, openai_tools, shuffled
 
 pytestmark = pytest.mark.e2e
 

@@ -1,7 +1,7 @@
 """End to end on a real prefix-caching server: the plugin brings a noisy pi session within 5% of a stable client.
 
 The noisy session goes through a real LiteLLM proxy with the plugin to llama.cpp's server
-(the xllamacpp wheel, tools/llama_server.py); the clean session (a perfectly stable client)
+(the xllamacpp wheel, harness/llama_server.py); the clean session (a perfectly stable client)
 sent straight to that server is the limit. Counts are the server's own: prompt tokens minus
 the tokens it took from its cache.
 (That the noisy session really costs more without the plugin is shown on the same

@@ -1,6 +1,6 @@
 """End to end on a real llama.cpp server whose chat template demands alternating roles.
 
-llama.cpp's server (the xllamacpp wheel, tools/llama_server.py) runs the tiny model with a
+llama.cpp's server (the xllamacpp wheel, harness/llama_server.py) runs the tiny model with a
 template written like Mistral's: a system message only first, then user and assistant
 alternate (tool results and assistant turns that only call tools left out), else it raises
 ``Conversation roles must alternate user/assistant/user/assistant/...``. Sessions go
@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 import litellm
 import pytest
-from procs import sdk_callbacks
+from harness.procs import sdk_callbacks
 
 from litellm_prefix.hook import PrefixStabilizer
 from litellm_prefix.rules.mid_system import SYSTEM_UPDATE_NOTE
@@ -63,9 +63,8 @@ NOTE = volatile_note("todays-date", "Today's date: 2026-12-04")
 @pytest.fixture(scope="module")
 def strict_llama(e2e_dir):
     """One more llama.cpp server, with the strict template (the session's own runs the model's ChatML)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
-    from llama_server import LlamaServer
-    from procs import free_port
+    from harness.llama_server import LlamaServer
+    from harness.procs import free_port
 
     template = e2e_dir / "strict-template.jinja"
     template.write_text(STRICT_TEMPLATE)

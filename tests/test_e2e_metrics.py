@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from procs import sdk_callbacks
-from realistic import pi_sections, render_pi, sentence
+from harness.procs import sdk_callbacks
+from harness.realistic import pi_sections, render_pi, sentence
 
 from litellm_prefix.offline.cli import main as cli_main
 from litellm_prefix.offline.cli import usage_tokens
@@ -29,9 +29,8 @@ GROUP = "llama-metrics"
 
 @pytest.fixture(scope="module")
 def stack(e2e_dir):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
-    from llama_server import LlamaServer
-    from procs import Proxy, free_port
+    from harness.llama_server import LlamaServer
+    from harness.procs import Proxy, free_port
 
     work = e2e_dir / "metrics"
     work.mkdir(exist_ok=True)
@@ -180,9 +179,9 @@ def reusable(port: int) -> bool:
 
 
 def test_server_restart_between_turns_is_a_provider_miss(stack):
-    from llama_server import LlamaServer
+    from harness.llama_server import LlamaServer
 
-    import llama_server
+    from harness import llama_server
 
     def restart_before_third(i: int) -> None:
         if i == 2:

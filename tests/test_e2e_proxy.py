@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from litellm_prefix.offline.replay import common_prefix
-from realistic import (
+from harness.realistic import (
     TOOL_NAMES,
     anthropic_tools,
     conversation,

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from sessions import PiClient, memory_flip_turn, removed
+from harness.sessions import PiClient, memory_flip_turn, removed
 
 from litellm_prefix.rules.notes import unfolded
 

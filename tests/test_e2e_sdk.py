@@ -5,8 +5,8 @@ import json
 
 import litellm
 import pytest
-from procs import sdk_callbacks
-from realistic import TOOL_NAMES, anthropic_tools, conversation, install_root, openai_tools, pi_system_prompt, responses_tools, shuffled
+from harness.procs import sdk_callbacks
+from harness.realistic import TOOL_NAMES, anthropic_tools, conversation, install_root, openai_tools, pi_system_prompt, responses_tools, shuffled
 
 from litellm_prefix.hook import PrefixStabilizer
 from litellm_prefix.settings import Settings

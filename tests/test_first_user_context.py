@@ -15,7 +15,7 @@ import json
 import random
 import re
 
-from agent_requests import billing_block, claude_code_headers, claude_code_prompt, claude_code_tools, mark_last
+from harness.agent_requests import billing_block, claude_code_headers, claude_code_prompt, claude_code_tools, mark_last
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from procs import load_bench
+from harness.procs import load_bench
 
 from litellm_prefix import placement
 

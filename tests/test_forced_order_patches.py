@@ -14,8 +14,8 @@ import random
 
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from realistic import TOOL_NAMES, openai_tools, paragraph, pi_sections, render_pi
-from sessions import NOTIFICATION, removed, updated
+from harness.realistic import TOOL_NAMES, openai_tools, paragraph, pi_sections, render_pi
+from harness.sessions import NOTIFICATION, removed, updated
 from test_section_order import FORCED_ORDER, PI_ORDER, heads, pi_099_parts, render
 
 from litellm_prefix.offline import replay

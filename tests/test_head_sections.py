@@ -6,7 +6,7 @@ import random
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from realistic import PI_SUFFIX, TOOL_NAMES, install_root, pi_sections, render_pi, shuffled, tool_lines
+from harness.realistic import PI_SUFFIX, TOOL_NAMES, install_root, pi_sections, render_pi, shuffled, tool_lines
 
 from litellm_prefix.context import Context
 from litellm_prefix.journal import content_hash

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 from litellm.integrations.custom_logger import CustomLogger
-from realistic import TOOL_NAMES, chat_request, conversation, install_root, openai_tools, pi_system_prompt, shuffled
+from harness.realistic import TOOL_NAMES, chat_request, conversation, install_root, openai_tools, pi_system_prompt, shuffled
 
 import litellm_prefix
 from litellm_prefix.hook import PrefixStabilizer
@@ -217,7 +217,7 @@ async def test_a_deployment_with_other_settings_runs_the_rules_again():
 
 
 def _agent_calls() -> list[tuple[str, dict]]:
-    from agent_requests import (claude_code_body, claude_code_env, claude_code_git_status, claude_code_headers,
+    from harness.agent_requests import (claude_code_body, claude_code_env, claude_code_git_status, claude_code_headers,
                                 claude_code_prompt, claude_code_tools, codex_headers, opencode_headers)
     import random
 

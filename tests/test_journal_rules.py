@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 
 import pytest
-from sessions import NOTIFICATION, PiClient, removed, updated
+from harness.sessions import NOTIFICATION, PiClient, removed, updated
 
 from litellm_prefix.context import Target
 from litellm_prefix.core import Stabilizer

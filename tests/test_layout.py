@@ -6,6 +6,7 @@ they read; no module imports from a layer above its own.
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -97,7 +98,7 @@ LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 
 def _lint(config: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([str(LINT_IMPORTS), "--no-cache", str(config)], capture_output=True, text=True,
+    return subprocess.run([str(LINT_IMPORTS), "--no-cache", "--verbose", str(config)], capture_output=True, text=True,
                           cwd=PACKAGE.parent, timeout=120)
 
 
@@ -117,3 +118,16 @@ def test_an_upward_import_breaks_the_contract(tmp_path):
     done = _lint(config)
     assert done.returncode != 0 and "BROKEN" in done.stdout
     assert "litellm_prefix.context -> litellm_prefix.settings" in done.stdout
+
+
+def test_tests_and_benchmarks_find_each_other_without_path_edits():
+    """The harness, the benchmarks and tools/ are imported from the repository root (pytest's
+    ``pythonpath``, ``python -m bench.NAME``), never by editing ``sys.path``."""
+    root = PACKAGE.parent
+    edits = []
+    for folder in ("tests", "bench", "tools", "harness", "litellm_prefix"):
+        for path in (root / folder).rglob("*.py"):
+            for n, line in enumerate(path.read_text().splitlines(), 1):
+                if re.search(r"sys\.path\s*(\.insert|\.append|\[|\+?=)|syspath" "_prepend", line):
+                    edits.append(f"{path.relative_to(root)}:{n}")
+    assert edits == []

@@ -16,7 +16,7 @@ import string
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 from prometheus_client import REGISTRY
-from realistic import conversation, openai_tools, pi_sections, render_pi
+from harness.realistic import conversation, openai_tools, pi_sections, render_pi
 
 from litellm_prefix.measure import prefix
 from litellm_prefix.context import Target
@@ -372,7 +372,7 @@ def test_late_developer_message_is_no_drift_where_litellm_does_not_hoist(tmp_pat
 def test_metrics_port_serves_the_metrics_standalone(tmp_path):
     """Without the proxy (SDK, Router): metricsPort serves prometheus_client's registry."""
     import httpx
-    from procs import free_port
+    from harness.procs import free_port
 
     from litellm_prefix import metrics
 

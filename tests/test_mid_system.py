@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
-from realistic import conversation, pi_system_prompt
+from harness.realistic import conversation, pi_system_prompt
 
 from litellm_prefix.context import Target
 from litellm_prefix.rules.mid_system import SYSTEM_UPDATE_NOTE, place_mid_conversation_system, target_keeps_mid_system

@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from realistic import PI_SUFFIX, install_root, pi_system_prompt
+from harness.realistic import PI_SUFFIX, install_root, pi_system_prompt
 
 from litellm_prefix.context import Context, forget_path
 from litellm_prefix.core import Stabilizer

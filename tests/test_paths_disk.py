@@ -16,10 +16,10 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from agent_requests import pi_headers
+from harness.agent_requests import pi_headers
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from realistic import render_pi
+from harness.realistic import render_pi
 
 from litellm_prefix import profiles
 from litellm_prefix.context import Context, _realpath, forget_path

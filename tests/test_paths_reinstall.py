@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from agent_requests import pi_headers
+from harness.agent_requests import pi_headers
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_paths_disk import pi073_head, pi16_head, shown_paths

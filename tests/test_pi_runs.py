@@ -11,8 +11,8 @@ import copy
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from realistic import anthropic_tools
-from sessions import NOTIFICATION, PiClient, removed, updated
+from harness.realistic import anthropic_tools
+from harness.sessions import NOTIFICATION, PiClient, removed, updated
 
 from litellm_prefix.core import Stabilizer
 from litellm_prefix.rules.patches import run_owner, run_owners

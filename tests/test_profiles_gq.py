@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 import pytest
-from agent_requests import claude_code_headers, codex_headers, opencode_headers, pi_headers
+from harness.agent_requests import claude_code_headers, codex_headers, opencode_headers, pi_headers
 
 from litellm_prefix import profiles
 from litellm_prefix.context import Target

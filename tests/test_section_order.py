@@ -9,8 +9,8 @@ import copy
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from realistic import openai_tools, paragraph
-from sessions import NOTIFICATION
+from harness.realistic import openai_tools, paragraph
+from harness.sessions import NOTIFICATION
 
 import random
 

@@ -19,12 +19,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-sys.path.insert(0, str(Path(__file__).parent))
 
-from agent_requests import (claude_code_body, claude_code_env, claude_code_git_status, claude_code_headers,  # noqa: E402
+from harness.agent_requests import (claude_code_body, claude_code_env, claude_code_git_status, claude_code_headers,  # noqa: E402
                             claude_code_prompt, claude_code_tools, codex_headers, opencode_env, opencode_headers,
                             pi_headers)
-from realistic import openai_tools, paragraph, pi_sections, render_pi, responses_tools  # noqa: E402
+from harness.realistic import openai_tools, paragraph, pi_sections, render_pi, responses_tools  # noqa: E402
 
 from litellm_prefix import profiles, wire  # noqa: E402
 from litellm_prefix.affinity import session_key  # noqa: E402
@@ -534,7 +533,7 @@ def test_qwen_without_its_startup_context_keys_on_its_first_message():
     assert first_answer(chat_view(bare), profiles.QWEN_CODE) == first_answer(chat_view(body), profiles.QWEN_CODE)
 
 
-# -- auxiliary calls as the real agents send them (tools/real_agents/explore_cc.md) ---------------------
+# -- auxiliary calls as the real agents send them (harness/real_agents/explore_cc.md) ---------------------
 
 
 def test_claude_code_compact_appends_its_instructions_to_the_last_user_message():

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 import redis
-from sessions import NOTIFICATION, PiClient, removed
+from harness.sessions import NOTIFICATION, PiClient, removed
+from harness.sessions import resume_session_requests as _session_requests
 
 from litellm_prefix.core import Stabilizer
 from litellm_prefix.settings import Settings
@@ -159,7 +160,7 @@ async def test_the_wire_client_keeps_every_answer_with_its_own_call(redis_server
 
 
 async def test_the_wire_client_speaks_to_a_redis_with_a_password_and_a_database(tmp_path):
-    from procs import RedisServer
+    from harness.procs import RedisServer
 
     server = RedisServer(tmp_path)
     try:
@@ -194,19 +195,6 @@ async def test_a_session_that_is_only_read_stays_alive_in_memory():
 # -- sessions through the store ------------------------------------------------------------
 
 
-def _session_requests():
-    """A pi session with a notification-run flip and a memory deletion; yields each turn's request."""
-    client = PiClient(memory=["A fact", "B fact"], extensions={"todo": "- [ ] a"}, session="resume-me")
-    for turn in range(8):
-        if turn == 3:
-            client.user(NOTIFICATION)
-            client.system(removed("todo"))
-        else:
-            client.user(f"typed {turn}")
-        if turn == 5:
-            client.memory.remove("A fact")
-        yield client.request()
-        client.assistant()
 
 
 async def test_concurrent_requests_of_one_session_keep_one_consistent_journal(redis_server):
@@ -225,8 +213,7 @@ async def test_concurrent_requests_of_one_session_keep_one_consistent_journal(re
 
 RESUME_SCRIPT = """
 import json, sys
-sys.path.insert(0, "tests")
-from test_store import _session_requests
+from harness.sessions import resume_session_requests as _session_requests
 from litellm_prefix.core import Stabilizer
 from litellm_prefix.settings import Settings
 import asyncio
@@ -447,7 +434,7 @@ async def test_redis_answering_slowly_under_concurrency(redis_server, io):
 
 @both_clients
 async def test_redis_stopped_mid_run_and_restarted(tmp_path, caplog, io):
-    from procs import RedisServer
+    from harness.procs import RedisServer
 
     server = RedisServer(tmp_path)
     try:
@@ -475,7 +462,7 @@ async def test_redis_stopped_mid_run_and_restarted(tmp_path, caplog, io):
 async def test_a_redis_restarted_between_two_calls_costs_no_fallback(tmp_path):
     """Redis restarts between two requests, before the event loop has read the old connection's
     close: the next call is written on the dead connection, and goes again at once on a new one."""
-    from procs import RedisServer
+    from harness.procs import RedisServer
 
     server = RedisServer(tmp_path)
     try:

@@ -5,13 +5,12 @@ import hashlib
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
 
 import gguf  # noqa: E402  (installed by make: pyproject extra `servers`)
 
 
 def test_model_is_deterministic_with_a_byte_level_vocabulary_and_chatml(tmp_path):
-    from make_tiny_model import CHATML, N_VOCAB, write
+    from harness.make_tiny_model import CHATML, N_VOCAB, write
 
     first, second = write(tmp_path / "a.gguf"), write(tmp_path / "b.gguf")
     digest = [hashlib.sha256(p.read_bytes()).hexdigest() for p in (first, second)]

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import copy
 
-from agent_requests import codex_headers, responses_tools
+from harness.agent_requests import codex_headers, responses_tools
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from realistic import TOOL_NAMES, anthropic_tools, openai_tools, pi_system_prompt, shuffled
+from harness.realistic import TOOL_NAMES, anthropic_tools, openai_tools, pi_system_prompt, shuffled
 
 from litellm_prefix import profiles
 from litellm_prefix.offline import replay

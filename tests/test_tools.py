@@ -6,7 +6,7 @@ import copy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from realistic import TOOL_NAMES, anthropic_tools, openai_tools, pi_system_prompt, responses_tools, shuffled
+from harness.realistic import TOOL_NAMES, anthropic_tools, openai_tools, pi_system_prompt, responses_tools, shuffled
 
 from litellm_prefix.rules.tools import normalize_tool_order, sort_tools, sort_tools_section
 from litellm_prefix.view import View, tool_name

@@ -6,8 +6,7 @@ import socket
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
-import recording_upstream  # noqa: E402
+from harness import recording_upstream  # noqa: E402
 
 
 def test_a_burst_of_connections_fits_the_listen_backlog():

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import copy
 
-from realistic import TINY_PNG, anthropic_tools, conversation, openai_tools, pi_system_prompt, responses_tools
+from harness.realistic import TINY_PNG, anthropic_tools, conversation, openai_tools, pi_system_prompt, responses_tools
 
 from litellm_prefix import wire
 from litellm_prefix.view import View

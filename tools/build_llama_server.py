@@ -2,7 +2,7 @@
 
 Nothing in ``make run``, ``make test`` or ``make bench`` needs this: they use llama.cpp's
 server from the ``xllamacpp`` wheel. It is for machines without such a wheel;
-tools/llama_server.py runs the binary built here when the wheel is missing.
+harness/llama_server.py runs the binary built here when the wheel is missing.
 
 The PyPI sdist of llama-cpp-python carries the whole llama.cpp tree
 (``vendor/llama.cpp``). Only the ``llama-server`` target is built, with the web UI,

@@ -26,9 +26,8 @@ from urllib.error import HTTPError, URLError
 from urllib.request import Request, urlopen
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
 
-from llama_server import LlamaServer, port_is_free  # noqa: E402
+from harness.llama_server import LlamaServer, port_is_free  # noqa: E402
 
 LLAMA_PORT = 8080
 DEMO_BODY = {
@@ -125,7 +124,7 @@ def main() -> int:
         children.append(proxy)
         if upstream == "echo":
             print(f"Starting the bundled recording upstream on 127.0.0.1:{local_port} (it answers 'ok').", flush=True)
-            children.append(subprocess.Popen([sys.executable, str(ROOT / "tools" / "recording_upstream.py"),
+            children.append(subprocess.Popen([sys.executable, str(ROOT / "harness" / "recording_upstream.py"),
                                               "--port", str(local_port)], stdin=subprocess.DEVNULL,
                                              start_new_session=True))
         elif upstream == "":

@@ -18,7 +18,7 @@ noisy one rewrote its head).
 - agents-unknown (chat, no headers an agent profile knows): a system prompt with a
   seconds-resolution timestamp and a message counter that change on every request.
 
-    python bench/scenarios/make_agent_scenarios.py
+    python -m bench.scenarios.make_agent_scenarios
 """
 from __future__ import annotations
 
@@ -29,11 +29,9 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent.parent / "tests"))
-sys.path.insert(0, str(HERE))
 
-from make_scenarios import write_sessions  # noqa: E402
-from agent_requests import (  # noqa: E402
+from bench.scenarios.make_scenarios import write_sessions  # noqa: E402
+from harness.agent_requests import (  # noqa: E402
     MCP_TOOLS,
     claude_code_body,
     claude_code_env,
@@ -45,7 +43,7 @@ from agent_requests import (  # noqa: E402
     opencode_env,
     opencode_headers,
 )
-from realistic import TOOL_NAMES, openai_tools, paragraph, responses_tools, shuffled  # noqa: E402
+from harness.realistic import TOOL_NAMES, openai_tools, paragraph, responses_tools, shuffled  # noqa: E402
 
 TURNS = 12
 SELF_HOSTED = {"provider": "hosted_vllm"}

@@ -15,7 +15,7 @@ same session from a perfectly stable client: the oracle):
 The clean client carries the same information without moving the head: it appends a
 user message where the noisy one rewrote its head (what a stable agent would do).
 
-    python bench/scenarios/make_scenarios.py        # rewrites bench/scenarios/*.jsonl
+    python -m bench.scenarios.make_scenarios        # rewrites bench/scenarios/*.jsonl
 """
 from __future__ import annotations
 
@@ -26,9 +26,8 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent.parent / "tests"))
 
-from realistic import (  # noqa: E402
+from harness.realistic import (  # noqa: E402
     PI_SUFFIX,
     TOOL_NAMES,
     anthropic_tools,
@@ -39,7 +38,7 @@ from realistic import (  # noqa: E402
     responses_tools,
     shuffled,
 )
-from sessions import NOTIFICATION, removed, updated  # noqa: E402
+from harness.sessions import NOTIFICATION, removed, updated  # noqa: E402
 
 TURNS = 12
 HOISTING = {"provider": "openai", "system_messages_first": True}

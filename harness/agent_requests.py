@@ -15,7 +15,7 @@ import hashlib
 import json
 import random
 
-from realistic import TOOL_NAMES, anthropic_tools, openai_tools, paragraph, responses_tools, shuffled
+from harness.realistic import TOOL_NAMES, anthropic_tools, openai_tools, paragraph, responses_tools, shuffled
 
 CC_VERSION = "2.1.90"
 CC_SESSION = "5f0c7a8e-3b1d-4c1e-9a57-2f3e8d6b1a90"

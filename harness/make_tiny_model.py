@@ -6,7 +6,7 @@ corpus of agent-like text, single-threaded). No downloads: the vocabulary is tra
 here with the ``tokenizers`` library LiteLLM already installs; the file is written with
 PyPI's ``gguf``. ChatML chat template; 256 dims, 4 layers, 8,000 tokens, 32k context.
 
-    python tools/make_tiny_model.py [OUT.gguf]      # default: ~/.cache/litellm-prefix/ (LITELLM_PREFIX_CACHE)
+    python -m harness.make_tiny_model [OUT.gguf]      # default: ~/.cache/litellm-prefix/ (LITELLM_PREFIX_CACHE)
 """
 from __future__ import annotations
 
@@ -133,8 +133,7 @@ def write(out: Path) -> Path:
 
 
 def default_path() -> Path:
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from build_llama_server import cache_dir
+    from tools.build_llama_server import cache_dir
 
     return cache_dir().parent / "tiny-llama-chatml-v2.gguf"
 

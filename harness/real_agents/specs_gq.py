@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import json
 
-from real_agents.spec import AgentSpec, RunContext
+from harness.real_agents.spec import AgentSpec, RunContext
 
 QWEN_VERSION = "0.15.10"
 GEMINI_VERSION = "0.61.0"

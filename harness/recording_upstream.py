@@ -4,7 +4,7 @@ Used by the end-to-end tests (they assert on the exact bytes a real LiteLLM prox
 forwarded) and by ``make run`` as a stand-in model when no upstream is configured.
 Standard library only; listens on 127.0.0.1.
 
-    python tools/recording_upstream.py --port 18080 --record /tmp/requests.jsonl
+    python harness/recording_upstream.py --port 18080 --record /tmp/requests.jsonl
 
 Every POST is appended to the record file as one JSON line:
 ``{"path": ..., "headers": {...}, "body": "<raw body text>"}``.

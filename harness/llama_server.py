@@ -2,7 +2,7 @@
 
 The server is llama.cpp's own HTTP server as shipped by the ``xllamacpp`` wheel (PyPI,
 manylinux2014 x86_64, AVX2 baseline; no compiler, no system package): this file, run as
-a script (``python tools/llama_server.py --port N``), starts ``xllamacpp.Server`` in its
+a script (``python -m harness.llama_server --port N``), starts ``xllamacpp.Server`` in its
 own process and serves until SIGTERM/SIGINT or until its parent dies. ``LlamaServer``
 launches that process, waits for ``/health`` and stops it by process group.
 
@@ -10,7 +10,7 @@ Settings match ``llama-server -np 1 --cache-prompt --cache-ram 0 --jinja``: one 
 default, prompt caching on and no RAM prompt cache, so the server reuses exactly the
 longest common token prefix with the previous request of a slot (what the replay's model
 counts); ``n_parallel`` slots get ``ctx_per_slot`` tokens each. The model's own ChatML
-template (tools/make_tiny_model.py) renders chats. Listens on 127.0.0.1 only. Answers
+template (harness/make_tiny_model.py) renders chats. Listens on 127.0.0.1 only. Answers
 carry ``timings.prompt_n`` / ``timings.cache_n`` and
 ``usage.prompt_tokens_details.cached_tokens``.
 
@@ -33,9 +33,16 @@ from pathlib import Path
 from urllib.error import URLError
 from urllib.request import urlopen
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from make_tiny_model import ensure_model  # noqa: E402
+from harness.make_tiny_model import ensure_model  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _with_root(pythonpath: str | None) -> str:
+    """PYTHONPATH for ``python -m harness.…`` children: the repository root first."""
+    return os.pathsep.join(filter(None, [str(ROOT), pythonpath]))
+
 
 WHEEL = "xllamacpp"
 # OpenMP threads that sleep instead of spinning between batches: on a busy 2-core machine
@@ -66,7 +73,7 @@ def port_is_free(port: int) -> bool:
 
 def source_build() -> Path | None:
     """The llama-server binary of the opt-in source build, if there is one."""
-    from build_llama_server import binary_path
+    from tools.build_llama_server import binary_path
 
     path = binary_path()
     return path if path.is_file() and os.access(path, os.X_OK) else None
@@ -103,7 +110,7 @@ class LlamaServer:
         self.model = model or ensure_model()
         out = log.open("a") if log else subprocess.DEVNULL
         if importlib.util.find_spec(WHEEL) is not None:
-            cmd = [sys.executable, str(Path(__file__).resolve()), "--port", str(port), "--model", str(self.model),
+            cmd = [sys.executable, "-m", "harness.llama_server", "--port", str(port), "--model", str(self.model),
                    "--n-parallel", str(n_parallel), "--ctx-per-slot", str(ctx_per_slot), "--threads", str(threads),
                    "--n-predict", str(n_predict)] + (["--chat-template-file", str(chat_template)] if chat_template else [])
         else:  # the opt-in source build (tools/build_llama_server.py), same settings as flags
@@ -113,7 +120,8 @@ class LlamaServer:
             if chat_template:
                 cmd += ["--chat-template-file", str(chat_template)]
         self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     env={**os.environ, **SERVER_ENV}, start_new_session=True)
+                                     env={**os.environ, **SERVER_ENV, "PYTHONPATH": _with_root(os.environ.get("PYTHONPATH"))},
+                                     start_new_session=True)
         if log:
             out.close()
         try:

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import json
 
-from real_agents.spec import AgentSpec, RunContext
+from harness.real_agents.spec import AgentSpec, RunContext
 
 # -- Claude Code --------------------------------------------------------------------------
 

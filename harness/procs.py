@@ -4,7 +4,7 @@ Everything listens on 127.0.0.1 and is stopped by process id (the whole process 
 """
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
 import os
 import secrets
@@ -63,7 +63,7 @@ class Upstream:
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = workdir / "upstream.log"
         self.proc = subprocess.Popen(
-            [sys.executable, str(ROOT / "tools" / "recording_upstream.py"), "--port", str(self.port)],
+            [sys.executable, str(ROOT / "harness" / "recording_upstream.py"), "--port", str(self.port)],
             stdout=self.log.open("w"), stderr=subprocess.STDOUT, start_new_session=True,
         )
         wait_http(f"{self.url}/health", self.proc, 30, self.log)
@@ -208,12 +208,8 @@ class RedisServer:
 
 
 def load_bench(name: str):
-    """``bench/<name>.py`` as a module (``bench_<name>``): the benches are scripts, not a package."""
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", Path(__file__).parent.parent / "bench" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[f"bench_{name}"] = module
-    spec.loader.exec_module(module)
-    return module
+    """The benchmark ``bench/<name>.py`` as a module (``bench.<name>``)."""
+    return importlib.import_module(f"bench.{name}")
 
 
 # LiteLLM's callback lists: `litellm.callbacks` is copied into the others on a call, where a

@@ -4,7 +4,7 @@ from __future__ import annotations
 import copy
 import json
 
-from realistic import openai_tools, paragraph, pi_sections, render_pi
+from harness.realistic import openai_tools, paragraph, pi_sections, render_pi
 
 import random
 
@@ -78,3 +78,19 @@ def memory_flip_turn(client: PiClient, turn: int, label: str = "") -> None:
         client.memory.append("Deploys frozen on Fridays")
     if turn == 6:
         client.memory.remove("Project uses uv")
+
+
+def resume_session_requests():
+    """The store tests' session, which a fresh process resumes from Redis: a pi session with a
+    notification-run flip and a memory deletion; yields each turn's request."""
+    client = PiClient(memory=["A fact", "B fact"], extensions={"todo": "- [ ] a"}, session="resume-me")
+    for turn in range(8):
+        if turn == 3:
+            client.user(NOTIFICATION)
+            client.system(removed("todo"))
+        else:
+            client.user(f"typed {turn}")
+        if turn == 5:
+            client.memory.remove("A fact")
+        yield client.request()
+        client.assistant()

@@ -1,7 +1,7 @@
 """The scripted model: an OpenAI-compatible chat-completions server that drives a real agent
 through its own tools, following a script written in the prompt, and records every request.
 
-    PYTHONPATH=tools python -m real_agents.model --port 18090 --record /tmp/model.jsonl
+    python -m harness.real_agents.model --port 18090 --record /tmp/model.jsonl
 
 The proxy's deployment is ``hosted_vllm/scripted`` with ``api_base`` = this server; LiteLLM
 translates the agents' other routes (/v1/messages, /v1/responses, Gemini) into chat completions
@@ -51,7 +51,7 @@ import uuid
 from http.server import ThreadingHTTPServer
 from typing import Any
 
-from recording_upstream import JsonHandler, Server  # (tools/ on the path: run with -m, see above)
+from harness.recording_upstream import JsonHandler, Server  # (tools/ on the path: run with -m, see above)
 
 SHELL_TOOLS = ("bash", "shell", "exec_command", "run_shell_command", "shell_command", "local_shell")
 READ_TOOLS = ("read", "read_file", "view", "readfile", "read_many_files")

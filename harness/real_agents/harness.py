@@ -63,9 +63,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from real_agents import install
-from real_agents.model import text_of
-from real_agents.spec import AgentSpec, RunContext
+from harness.real_agents import install
+from harness.real_agents.model import text_of
+from harness.real_agents.spec import AgentSpec, RunContext
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -92,7 +92,7 @@ def _specs() -> list[AgentSpec]:
     found: list[AgentSpec] = []
     for module in ("specs_pi", "specs_cc", "specs_gq"):
         try:
-            loaded = importlib.import_module(f"real_agents.{module}")
+            loaded = importlib.import_module(f"harness.real_agents.{module}")
         except ModuleNotFoundError as exc:
             if exc.name != f"real_agents.{module}":
                 raise
@@ -142,9 +142,9 @@ class ScriptedModel:
         self.record.touch()
         log = workdir / "scripted-model.log"
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "real_agents.model", "--port", str(self.port), "--record", str(self.record)],
+            [sys.executable, "-m", "harness.real_agents.model", "--port", str(self.port), "--record", str(self.record)],
             stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True,
-            env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE.parent),
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE.parent.parent),
                                                                            os.environ.get("PYTHONPATH")]))})
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -236,7 +236,7 @@ def run_cli(spec: AgentSpec, ctx: RunContext, argv: list[str], run: Run) -> Run:
     exe = spec.executable(ctx)
     if not exe.exists():
         raise RuntimeError(f"{spec.name}: {exe} is missing; install it with "
-                           f"`.venv/bin/python tools/real_agents/install.py {spec.name}`")
+                           f"`.venv/bin/python -m harness.real_agents.install {spec.name}`")
     run.start = time.time()
     try:
         done = subprocess.run([str(exe), *argv], cwd=ctx.workspace, env=env, stdin=subprocess.DEVNULL,

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 
-from real_agents.spec import AgentSpec, RunContext
+from harness.real_agents.spec import AgentSpec, RunContext
 
 
 def _models_json(ctx: RunContext) -> dict[str, str]:

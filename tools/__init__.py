@@ -1,0 +1,1 @@
+"""Scripts the Makefile runs (`python -m tools.NAME` from the repository root)."""
