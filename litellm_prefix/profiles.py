@@ -77,6 +77,10 @@ class Profile:
     # The order of its ``tools[]`` (rules/tools.py), applied where ``toolOrder`` is ``auto``: ``keep``
     # (its own order is deterministic: never reordered), ``sort``, or None (the session decides).
     tool_order: str | None = None
+    # Head lines that must reach the provider exactly as sent, whatever digits they carry: the
+    # learned-line rule never pins them (regexes searched in each head line; for every request,
+    # detected or not, beside ``learnedVolatileExclude``).
+    never_learned: tuple[str, ...] = ()
     source: str = ""
 
 
@@ -89,7 +93,7 @@ CLAUDE_CODE = Profile(
         ("x-claude-code-session-id", r"."),
     ),
     head_signature=(
-        r"x-anthropic-billing-header: cc_version=",
+        rf"{re.escape(BILLING_PREFIX)} cc_version=",
         r"You are Claude Code, Anthropic's official CLI for Claude",
         r"You are an agent for Claude Code, Anthropic's official CLI for Claude",
         r"You are a Claude agent, built on Anthropic's Claude Agent SDK",
@@ -113,6 +117,8 @@ CLAUDE_CODE = Profile(
     # 2026-12-03.\n\n      IMPORTANT: ...\n</system-reminder>\n".
     first_user_context=((r"<system-reminder>\nAs you answer the user's questions, you can use the following context:\n",
                          r"\n</system-reminder>", ("reminder-date",)),),
+    # The attribution block (rules/billing.py) must reach Anthropic's own API exactly as sent.
+    never_learned=(rf"^{re.escape(BILLING_PREFIX)}",),
     source="@anthropic-ai/claude-code 2.1.90 cli.js (request headers, z08 attribution header, user_id metadata, "
     "system blocks [billing, identity, prompt]); 2.1.197 is a native binary",
 )
@@ -246,6 +252,8 @@ GEMINI_CLI = Profile(
 )
 
 PROFILES: tuple[Profile, ...] = (CLAUDE_CODE, CODEX, OPENCODE, PI, QWEN_CODE, GEMINI_CLI)
+# Every profile's never-learned lines, compiled once.
+NEVER_LEARNED: tuple[re.Pattern[str], ...] = tuple(re.compile(p) for prof in PROFILES for p in prof.never_learned)
 BY_NAME: dict[str, Profile] = {p.name: p for p in PROFILES}
 
 

@@ -107,9 +107,6 @@ TOOL_VOLATILE_PRESETS = {
                    r"The current month is [A-Z][a-z]+ [0-9]{4}))\. You MUST use this year",
 }
 
-# Lines a learned rule never pins (regexes, searched in each head line): Claude Code's
-# attribution block must reach Anthropic's own API exactly as sent.
-DEFAULT_LEARNED_VOLATILE_EXCLUDE = [r"^x-anthropic-billing-header:"]
 
 
 # Agent profiles (litellm_prefix/profiles.py); "none" forces no profile.
@@ -203,7 +200,7 @@ class _Keys(BaseModel):
     learned_volatile: bool = True
     learned_volatile_max_lines: int = Field(default=16, gt=0, le=256)
     learned_volatile_note_seconds: int = Field(default=3600, ge=0)
-    learned_volatile_exclude: list[str] = Field(default_factory=lambda: list(DEFAULT_LEARNED_VOLATILE_EXCLUDE))
+    learned_volatile_exclude: list[str] = Field(default_factory=list)
     first_user_context: list[ContextBlock] = Field(default_factory=list)
     profiles: ProfilesSetting | Literal["auto", "off"] = Field(default_factory=ProfilesSetting)
     keep_billing_header: bool = False

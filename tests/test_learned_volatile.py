@@ -154,14 +154,21 @@ def test_a_word_change_passes_also_in_a_learned_line():
     assert outputs[4][-1] == {"role": "system", "content": learned_note("Budget: 8996 tokens left in build mode")}
 
 
-def test_claude_code_billing_block_is_never_learned():
-    """Anthropic's own API must receive the attribution block exactly as sent (cch is new every request)."""
-    st = _stabilizer()
+@pytest.mark.parametrize("joined", [False, True], ids=["own-block", "one-string"])
+@pytest.mark.parametrize("exclude", [None, [r"^Build id: "]], ids=["default", "operator-list"])
+def test_claude_code_billing_block_is_never_learned(exclude, joined):
+    """Anthropic's own API must receive the attribution block exactly as sent (cch is new every request):
+    as its own system block (set aside by the billing rule) and as the first line of one system
+    string (where only the profile's never-learned line keeps the learned rule off it), also where
+    the operator lists lines of their own in learnedVolatileExclude."""
+    st = _stabilizer() if exclude is None else _stabilizer(learned_volatile_exclude=exclude)
     body: list[dict] = []
     for turn, cch in enumerate(["3f2a1", "9c0de", "b7714", "0e5a2"]):
         body.append({"role": "user", "content": [{"type": "text", "text": f"turn {turn}"}]})
-        system = [{"type": "text", "text": f"x-anthropic-billing-header: cc_version=2.1.36.e41; cc_entrypoint=cli; cch={cch};"},
-                  {"type": "text", "text": "You are Claude Code, Anthropic's official CLI for Claude."}]
+        billing = f"x-anthropic-billing-header: cc_version=2.1.36.e41; cc_entrypoint=cli; cch={cch};"
+        identity = "You are Claude Code, Anthropic's official CLI for Claude."
+        system = (f"{billing}\n{identity}" if joined else
+                  [{"type": "text", "text": billing}, {"type": "text", "text": identity}])
         data = {"model": "claude-sonnet-4-5", "max_tokens": 8000, "system": copy.deepcopy(system),
                 "messages": copy.deepcopy(body), "litellm_session_id": "cc-billing"}
         out = st.stabilize_sync(data, "anthropic_messages", target=Target(provider="anthropic"))

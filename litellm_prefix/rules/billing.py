@@ -26,14 +26,15 @@ from urllib.parse import urlparse
 
 from ..context import Context, Event, Target
 from ..drift import estimate_tokens, tools_json
+from ..profiles import BILLING_PREFIX
 from ..view import View
 
-BILLING_BLOCK = re.compile(r"x-anthropic-billing-header:[^\n]*\n?\Z")
+BILLING_BLOCK = re.compile(re.escape(BILLING_PREFIX) + r"[^\n]*\n?\Z")
 FIRST_PARTY_HOSTS = frozenset({"", "api.anthropic.com"})
 
 
 def is_billing_block(text: str) -> bool:
-    return text.startswith("x-anthropic-billing-header:") and BILLING_BLOCK.match(text) is not None
+    return text.startswith(BILLING_PREFIX) and BILLING_BLOCK.match(text) is not None
 
 
 def is_anthropic_first_party(target: Target) -> bool:

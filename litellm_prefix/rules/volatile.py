@@ -61,6 +61,7 @@ from functools import lru_cache
 
 from ..context import Context, Event
 from ..journal import Journal, LearnedLine, LearnState, Note, content_hash
+from ..profiles import NEVER_LEARNED
 from ..sections import memo, parse_head, section_digests, segment_memo
 from ..settings import TOOL_VOLATILE_PRESETS, VOLATILE_PRESETS, ContextBlock
 from ..view import View, field_of
@@ -545,7 +546,7 @@ def _pin_learned_lines(view: View, journal: Journal, ctx: Context) -> tuple[View
         current = {key: line.seen for key, line in learned.items()}
     else:
         found = candidate_lines(view.head)
-        exclude = settings.learned_volatile_exclude_res
+        exclude = settings.learned_volatile_exclude_res + NEVER_LEARNED
         tracked = list(found.items())[:MAX_TRACKED_LINES]
         keyed = [(key, line, text_key(line)) for key, line in tracked]
         lines = "".join(key + tkey for key, _, tkey in keyed)
