@@ -41,9 +41,9 @@ class Profile:
     # Names from settings.VOLATILE_PRESETS turned on for this agent.
     volatile_presets: tuple[str, ...] = ()
     notification_patterns: tuple[str, ...] = ()
-    # The agent's own session id, first found wins: ``header:NAME``, ``body:FIELD``,
-    # ``user_id`` (Claude Code's ``metadata.user_id``: JSON with ``session_id``, or
-    # ``user_<hash>_account_<id>_session_<uuid>``).
+    # The agent's own session id, first found wins: ``header:NAME``, ``body:FIELD`` or
+    # ``metadata:FIELD``, each optionally followed by ``|json:KEY`` (the value is a JSON object:
+    # its KEY) or ``|re:REGEX`` (group 1 of the regex in the value).
     session_sources: tuple[str, ...] = ()
     # Headers naming a subagent inside the session: its own stream.
     subagent_headers: tuple[str, ...] = ()
@@ -100,7 +100,9 @@ CLAUDE_CODE = Profile(
     ),
     volatile_presets=("todays-date", "git-status"),
     notification_patterns=(r"^\s*<task-notification>",),
-    session_sources=("header:x-claude-code-session-id", "user_id"),
+    # metadata.user_id: a JSON string with session_id (2.1.78+); user_<hash>_account_<id>_session_<uuid> before.
+    session_sources=("header:x-claude-code-session-id", "metadata:user_id|json:session_id",
+                     r"metadata:user_id|re:_session_([A-Za-z0-9-]{8,})$"),
     subagent_headers=("x-claude-code-agent-id",),
     shared_head=(
         re.escape(BILLING_PREFIX),

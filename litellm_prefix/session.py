@@ -212,40 +212,51 @@ def _text_of(item: Any) -> str:
 # near the start never splits a session or a stream.
 _VOLATILE = re.compile(r"[0-9]+|\b(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)[a-z]*\b"
                        r"|\b(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\b")
-_LEGACY_USER_ID = re.compile(r"_session_([A-Za-z0-9-]{8,})$")
 
 
 def _blanked(text: str) -> str:
     return _VOLATILE.sub("0", text)
 
 
-def claude_code_user_id_session(value: Any) -> str | None:
-    """The session id inside Claude Code's ``metadata.user_id``: a JSON string with
-    ``session_id`` (2.1.78+), or ``user_<hash>_account_<id>_session_<uuid>`` before that."""
-    if not isinstance(value, str) or not value:
-        return None
-    if value.startswith("{"):
+@lru_cache(maxsize=64)
+def _source_pattern(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
+
+
+def _parsed(value: str, parse: str) -> Any:
+    """A profile source's ``json:KEY`` (the value is a JSON object: its KEY) or ``re:REGEX``
+    (group 1 of the regex's first match in the value)."""
+    kind, _, arg = parse.partition(":")
+    if kind == "json":
+        if not value.startswith("{"):
+            return None
         try:
             parsed = json.loads(value)
         except ValueError:
             return None
-        session = parsed.get("session_id") if isinstance(parsed, dict) else None
-        return session if isinstance(session, str) and session else None
-    match = _LEGACY_USER_ID.search(value)
-    return match.group(1) if match else None
+        return parsed.get(arg) if isinstance(parsed, dict) else None
+    if kind == "re":
+        match = _source_pattern(arg).search(value)
+        return match.group(1) if match else None
+    return None
 
 
 def _agent_source(data: Mapping[str, Any], headers: Mapping[str, Any], source: str) -> str | None:
-    kind, _, name = source.partition(":")
-    if kind == "header":
+    """A profile's id source: ``header:NAME``, ``body:FIELD`` or ``metadata:FIELD``, then
+    optionally ``|json:KEY`` or ``|re:REGEX`` to read the id inside that value."""
+    where, _, rest = source.partition(":")
+    name, _, parse = rest.partition("|")
+    if where == "header":
         value = headers.get(name)
-    elif kind == "body":
+    elif where == "body":
         value = data.get(name)
-    elif kind == "user_id":
+    elif where == "metadata":
         metadata = data.get("metadata")
-        value = claude_code_user_id_session(metadata.get("user_id")) if isinstance(metadata, Mapping) else None
+        value = metadata.get(name) if isinstance(metadata, Mapping) else None
     else:
         value = None
+    if isinstance(value, str) and value and parse:
+        value = _parsed(value, parse)
     return value if isinstance(value, str) and value else None
 
 

@@ -149,9 +149,13 @@ def test_claude_code_session_id_from_header_then_user_id_json_then_legacy():
     body = {"metadata": {"user_id": claude_code_user_id("11111111-2222-3333-4444-555555555555")}}
     assert _sid(_proxy(body, claude_code_headers(CC_SESSION))) == (CC_SESSION, "header:x-claude-code-session-id")
     older = {k: v for k, v in claude_code_headers().items() if k != "x-claude-code-session-id"}
-    assert _sid(_proxy(body, older)) == ("11111111-2222-3333-4444-555555555555", "user_id")
+    assert _sid(_proxy(body, older)) == ("11111111-2222-3333-4444-555555555555", "metadata:user_id|json:session_id")
     legacy = {"metadata": {"user_id": claude_code_user_id("aaaaaaaa-2222-3333-4444-555555555555", legacy=True)}}
-    assert _sid(_proxy(legacy, older)) == ("aaaaaaaa-2222-3333-4444-555555555555", "user_id")
+    assert _sid(_proxy(legacy, older)) == ("aaaaaaaa-2222-3333-4444-555555555555",
+                                           r"metadata:user_id|re:_session_([A-Za-z0-9-]{8,})$")
+    # Neither shape: no id of the agent's own (the session is derived, or named another way).
+    for odd in ("{not json", '{"session_id": 7}', "user_abc_account_1", ""):
+        assert _sid(_proxy({"metadata": {"user_id": odd}}, older))[1] not in profiles.CLAUDE_CODE.session_sources
     # The SDK path (no headers): the head says Claude Code, user_id carries the session.
     assert _sid(body, head=(billing_block(0),))[0] == "11111111-2222-3333-4444-555555555555"
 
