@@ -17,15 +17,17 @@ import threading
 from collections import Counter
 from typing import Any
 
+from .sections import PI_SECTIONS
+
 logger = logging.getLogger("litellm_prefix")
 
 NAMESPACE = "litellm_prefix"
 _LOCK = threading.Lock()
 _METRICS: "Metrics | None | bool" = False  # False: not tried yet; None: prometheus_client missing
 _SERVED: dict[int, Any] = {}  # port -> prometheus_client's HTTP server
-# pi's own section names; any other section (an extension's) is reported as "section:extension".
-KNOWN_SECTIONS = frozenset({"preamble", "tools", "rules", "docs", "addendum", "project_context", "skills", "cwd",
-                            "memory", "system"})
+# pi's own section names, the memory block and the system text; any other section (an
+# extension's) is reported as "section:extension" (a bounded label).
+KNOWN_SECTIONS = PI_SECTIONS | {"memory", "system"}
 LATENCY_BUCKETS = (0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0)
 
 
