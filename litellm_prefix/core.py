@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import os
 import threading
 import time
 import traceback
@@ -21,8 +22,10 @@ from typing import Any
 from cachetools import Cache, LRUCache
 
 from . import pipeline, profiles, wire
+from .caches import Digest, StreamRecord, Streams, body_json
 from .context import Context, Event, Expiring, Target
-from .drift import tools_json
+from .drift import tools_entry, tools_json
+from .sections import text_digest
 from .rules.paths import link_target
 from .journal import Journal
 from .session import DERIVED, identify, scoped_key
@@ -34,6 +37,7 @@ from .store import build_store, journal_text_refs
 logger = logging.getLogger("litellm_prefix")
 
 SAVE_ATTEMPTS = 3
+HOT_STREAMS = 256  # streams whose last request the incremental path remembers (caches.Streams)
 FIRST_BUCKET_SECONDS = 600  # a derived session's first journal waits this long (to 2x) for its second request
 
 # The top-level fields a wire adapter reads a request's view from.
@@ -101,9 +105,57 @@ def is_warmup_ping(data: Mapping[str, Any]) -> bool:
     return any(data.get(k) == 1 for k in ("max_tokens", "max_completion_tokens", "max_output_tokens"))
 
 
+def _head_key(view, ctx: Context) -> tuple[Any, ...] | None:
+    """The raw head parts by digest (``text_digest``: one ``memcmp`` for a known text), with the
+    context the rules read; None where the tools' JSON is not exact (a marked tool)."""
+    tools = None
+    if view.tools:
+        _, text, exact = tools_entry(view.tools, ctx)
+        if not exact:
+            return None
+        tools = Digest.of(text)
+    return (view.shape, view.text_part, tuple(text_digest(s) for s in view.head), view.head_aside,
+            view.head_dropped, tools, view.tools is None, ctx.settings, ctx.target, ctx.ping, ctx.texts_fetched)
+
+
+def _script(items, inputs) -> tuple[Any, ...] | None:
+    """Output items as positions of the input objects they are (by identity), or as JSON bytes
+    of an item a rule made; None where an item cannot be encoded."""
+    position = {id(item): i for i, item in enumerate(inputs)}
+    out = []
+    for item in items:
+        at = position.get(id(item))
+        if at is not None and inputs[at] is item:
+            out.append(at)
+            continue
+        encoded = body_json((item,))
+        if encoded is None:
+            return None
+        out.append(encoded)
+    return tuple(out)
+
+
+def _replayed(script, inputs) -> tuple[Any, ...]:
+    from .caches import orjson
+    return tuple(inputs[x] if type(x) is int else orjson.loads(x)[0] for x in script)
+
+
+def _time_free(journal: Journal) -> bool:
+    """The rules read the clock only for learned volatile lines (``rules/volatile``)."""
+    return journal.learned is None or not journal.learned.learned
+
+
 class Stabilizer:
-    def __init__(self, settings: Settings, store: Any = None) -> None:
+    def __init__(self, settings: Settings, store: Any = None, *, incremental: bool | None = None) -> None:
         self.settings = settings
+        # The incremental request path (``_probe``): a stream's last request reused where every
+        # input the rules read is the same. Off by default (``LITELLM_PREFIX_INCREMENTAL=1`` or
+        # ``incremental=True``): it reuses only an unchanged request, and remembering costs an
+        # encoding of the body per request (bench/session_steps.py measures both).
+        if incremental is None:
+            incremental = os.environ.get("LITELLM_PREFIX_INCREMENTAL", "0") == "1"
+        self.incremental = incremental
+        self.streams = Streams(min(HOT_STREAMS, settings.max_sessions))
         self.stats: Stats = Stats()  # mirrored to the litellm_prefix_internal_events metric
         if store is not None:  # an explicit store (tests, replays): shared by several stabilizers
             self.store = self.local_store = store
@@ -239,7 +291,10 @@ class Stabilizer:
         """``stabilize`` for code without an event loop (scripts, tests); memory store only."""
         if self.store is not self.local_store:
             raise RuntimeError("stabilize_sync works with the in-memory store only; await stabilize() instead")
-        return asyncio.run(self.stabilize(data, call_type, **kwargs))
+        try:
+            return asyncio.run(self.stabilize(data, call_type, **kwargs))
+        finally:
+            self.sinks.flush()  # a script reads the JSONL log next
 
     def _first_keys(self, identity) -> tuple[str, ...]:
         """Where a derived session's first request leaves its journal for the session's second one
@@ -263,9 +318,10 @@ class Stabilizer:
         a derived session (session.py) runs on an empty journal, neither loaded nor saved."""
         ctx = ctx.but(now=self.clock())  # the time history-dependent rules see
         if fresh:  # run on an empty journal; kept for the session's second request only (seeds[0])
-            new_view, new_journal, events = pipeline.run(view, Journal(), ctx)
+            result = pipeline.run(view, Journal(), ctx)
+            new_view, new_journal, events = result
             if seeds and new_journal != Journal():
-                texts = {h: t for e in events if e.kind == "texts" for h, t in e.data["texts"].items()}
+                texts = result.texts
                 for _ in range(SAVE_ATTEMPTS):
                     loaded = await self.store.load(seeds[0])
                     if await self.store.save(seeds[0], loaded, new_journal.encoded(),
@@ -284,14 +340,27 @@ class Stabilizer:
                         loaded = dataclasses.replace(loaded, texts={**first.texts, **loaded.texts})
                         break
             run_ctx = ctx.but(texts={**ctx.texts, **loaded.texts}) if loaded.texts else ctx
-            new_view, new_journal, events = pipeline.run(view, journal, run_ctx)
-            needed = [h for e in events if e.kind == "need_texts" for h in e.data["hashes"]]
+            probe = self._probe(key, view, run_ctx, loaded.journal) if self.incremental and not seeded else None
+            if probe is not None and probe[0] is not None:
+                # The stream's last request again, on the journal it ran on: its output (the run
+                # left the journal as it was, so there is nothing to save).
+                self.stats["incremental_reused"] += 1
+                texts = pipeline.Result(probe[0], journal, probe[1]).texts
+                if texts:
+                    await self.store.put_texts(loaded, texts)
+                return probe[0], probe[1]
+            result = pipeline.run(view, journal, run_ctx)
+            new_view, new_journal, events = result
+            needed = result.needed
+            if probe is not None and not needed:
+                self._remember(key, probe[2], view, loaded.journal, journal, result)
             if needed:  # a text the load did not bring: evicted, or one the journal does not refer to
                 missing = [h for h in needed if h not in run_ctx.texts and h not in loaded.refs]
                 texts = await self.store.get_texts(loaded, missing) if missing else {}
                 run_ctx = run_ctx.but(texts={**run_ctx.texts, **texts}, texts_fetched=True)
-                new_view, new_journal, events = pipeline.run(view, journal, run_ctx)
-            texts = {h: t for e in events if e.kind == "texts" for h, t in e.data["texts"].items()}
+                result = pipeline.run(view, journal, run_ctx)
+                new_view, new_journal, events = result
+            texts = result.texts
             if new_journal == journal and not seeded:  # (a seeded journal is saved under its own key)
                 if texts:
                     await self.store.put_texts(loaded, texts)
@@ -315,6 +384,47 @@ class Stabilizer:
         self.stats["save_gave_up"] += 1
         logger.warning("litellm-prefix: session %s journal busy; this request's decisions were not recorded", key[:16])
         return new_view, events
+
+    # -- the incremental path ------------------------------------------------------------
+
+    def _probe(self, key: str, view, ctx: Context, loaded: str | None):
+        """``(view, events, head key)``: the remembered output where this request equals the
+        stream's last one in every input the rules read (head parts, body, journal, context),
+        else ``(None, None, head key)``; None where nothing can be remembered for it."""
+        head = _head_key(view, ctx)
+        if head is None:
+            self.streams.drop(key)
+            return None
+        record = self.streams.get(key)
+        if record is None or record.head != head or record.count != len(view.body) \
+                or record.journal_in != loaded:
+            return None, None, head
+        encoded = body_json(view.body)
+        if encoded is None or Digest.of(encoded) != record.body:
+            return None, None, head
+        segments, tools, body, events = record.result
+        if segments is None:  # the rules changed nothing
+            return view, list(events), head
+        new_view = view.replace(head=segments, tools=None if tools is None else _replayed(tools, view.tools),
+                                body=_replayed(body, view.body))
+        return new_view, list(events), head
+
+    def _remember(self, key: str, head, view, loaded: str | None, journal: Journal, result) -> None:
+        """Keep what this request produced for the stream's next one, where reusing it is exact:
+        the run left the journal as loaded (so the same inputs give the same output) and read
+        no clock; else forget the stream's record."""
+        new_view = result.view
+        encoded = body_json(view.body) if result.journal == journal and _time_free(journal) else None
+        tools = None if new_view.tools is None else _script(new_view.tools, view.tools or ())
+        body = _script(new_view.body, view.body) if encoded is not None else None
+        if encoded is None or body is None or (new_view.tools is not None and tools is None) \
+                or new_view.head_aside != view.head_aside or new_view.head_dropped != view.head_dropped \
+                or new_view.shape != view.shape or new_view.text_part != view.text_part:
+            self.streams.drop(key)
+            return
+        kept = (None, None, None, tuple(result.events)) if new_view is view else \
+            (new_view.head, tools, body, tuple(result.events))
+        self.streams.put(key, StreamRecord(head, Digest.of(encoded), len(view.body), loaded, None, kept))
 
     # -- edges: everything reported goes to sinks ---------------------------------------
 

@@ -1,11 +1,16 @@
 """The ordered rules; nothing else.
 
-Stateless rules are ``(view, context) -> (view, events)``; rules that read or extend the
-session journal are ``(view, journal, context) -> (view, journal, events)``.
+Every rule in ``RULES`` has one signature, ``Rule``: ``(view, journal, context) -> (view,
+journal, events)``. A rule that reads no history is written ``(view, context) -> (view,
+events)`` and wrapped by ``stateless``. ``run`` returns a ``Result``: the view, the journal,
+the events, and the bookkeeping the shell acts on (the texts to store, the texts to fetch),
+typed, so that no caller reads it out of ``Event.data`` by string keys.
 """
 from __future__ import annotations
 
 from collections import ChainMap
+from collections.abc import Mapping
+from typing import NamedTuple, Protocol
 
 from .context import Context, Event
 from .drift import record_head
@@ -24,7 +29,33 @@ from .rules.volatile import pin_volatile_spans
 from .view import View
 
 
-def stateless(rule):
+class Rule(Protocol):
+    """A rule: a pure function of the view, the session journal and the context."""
+
+    __name__: str
+
+    def __call__(self, view: View, journal: Journal, ctx: Context) -> tuple[View, Journal, list[Event]]: ...
+
+
+class Result(NamedTuple):
+    """What ``run`` produced. ``texts``: section and tools texts by content hash that the store
+    must keep (the journal refers to them); ``needed``: hashes of texts a rule could not read
+    (the shell fetches them and runs again)."""
+
+    view: View
+    journal: Journal
+    events: list[Event]
+
+    @property
+    def texts(self) -> Mapping[str, str]:
+        return {h: t for e in self.events if e.kind == "texts" for h, t in e.data["texts"].items()}
+
+    @property
+    def needed(self) -> list[str]:
+        return [h for e in self.events if e.kind == "need_texts" for h in e.data["hashes"]]
+
+
+def stateless(rule) -> Rule:
     def step(view: View, journal: Journal, ctx: Context):
         new_view, events = rule(view, ctx)
         return new_view, journal, events
@@ -33,7 +64,7 @@ def stateless(rule):
     return step
 
 
-RULES = [
+RULES: list[Rule] = [
     stateless(set_aside_billing_block),
     keep_install_root,
     stateless(normalize_tool_order),
@@ -52,7 +83,7 @@ RULES = [
 
 # For a request this gateway already rewrote (same call id: the deployment hook after the
 # pre-call hook, a retry, a fallback): only the idempotent, history-free rules run again.
-STATELESS_RULES = [
+STATELESS_RULES: list[Rule] = [
     stateless(set_aside_billing_block),
     stateless(stabilize_install_paths),
     stateless(normalize_tool_order),
@@ -60,17 +91,17 @@ STATELESS_RULES = [
 ]
 
 
-def run(view: View, journal: Journal, ctx: Context, rules=None) -> tuple[View, Journal, list[Event]]:
+def run(view: View, journal: Journal, ctx: Context, rules: list[Rule] | None = None) -> Result:
     events: list[Event] = []
     for rule in RULES if rules is None else rules:
         view, journal, produced = rule(view, journal, ctx)
         events.extend(produced)
-    return view, journal, events
+    return Result(view, journal, events)
 
 
 # Provider cache hints (rules/hints.py): ``(request fields, shape, context) -> (fields to set,
 # events)``, run last, on the request that goes to the chosen deployment.
-HINT_RULES = [set_prompt_cache_key, place_cache_breakpoints]
+HINT_RULES: list[Rule] = [set_prompt_cache_key, place_cache_breakpoints]
 
 
 def run_hints(data, shape: str, ctx: Context, rules=None) -> tuple[dict, list[Event]]:

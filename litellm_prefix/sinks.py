@@ -13,17 +13,27 @@ Two moments per call:
   record to the JSONL log (a drift's record carries the measured cost of the turn that
   followed it) and count it in the metrics.
 
+The JSONL log is written by ``LogWriter``, off the request path: a call hands its record
+(a dict of hashes, offsets, counts and names) to a bounded queue and returns; one daemon
+thread encodes the queued records and appends them in batches. A full queue drops the record
+and counts it (``log_dropped`` in the internal-events metric and a warning line, at most one a
+minute, with the count so far): no record is lost silently. ``flush`` waits for the queue to
+drain (``stabilize_sync`` and the process's exit call it).
+
 Per session only the last call's shape, measured prompt tokens, end time and deployment
 id are kept, in a bounded in-process map (``maxSessions``, ``sessionTtlSeconds``).
 Nothing here may fail a call: every entry point catches, logs and counts.
 """
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import logging
+import queue
 import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -50,6 +60,77 @@ SEEN_BYTES = 32 << 20
 
 def _seen_size(seen: prefix.Seen) -> int:
     return seen.shape.length + 1
+
+
+class LogWriter:
+    """The JSONL log's writer: a bounded queue drained by one daemon thread (see the module docstring)."""
+
+    MAX_QUEUED = 10_000  # records; at a few hundred bytes each, a few MB at most
+    BATCH = 512
+    WARN_EVERY = 60.0  # seconds between two warnings about dropped records
+
+    def __init__(self, path: str, stats: Any) -> None:
+        self.path, self.stats = path, stats
+        self.dropped = 0
+        self._queue: queue.Queue = queue.Queue(maxsize=self.MAX_QUEUED)
+        self._warned = 0.0
+        self._thread = threading.Thread(target=self._drain, name="litellm-prefix-log", daemon=True)
+        self._thread.start()
+        _WRITERS.add(self)
+
+    def put(self, record: Mapping[str, Any]) -> None:
+        try:
+            self._queue.put_nowait(record)
+        except queue.Full:
+            self.dropped += 1
+            self.stats["log_dropped"] += 1
+            now = time.monotonic()
+            if now - self._warned >= self.WARN_EVERY:
+                self._warned = now
+                logger.warning("litellm-prefix: JSONL log behind; %d record(s) dropped so far", self.dropped)
+
+    def flush(self, timeout: float = 10.0) -> None:
+        """Wait until every record queued so far is written (or ``timeout`` passes)."""
+        done = threading.Event()
+        try:
+            self._queue.put(done, timeout=timeout)
+        except queue.Full:
+            return
+        done.wait(timeout)
+
+    def _drain(self) -> None:
+        while True:
+            batch = [self._queue.get()]
+            while len(batch) < self.BATCH:
+                try:
+                    batch.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            lines = [json.dumps(r, ensure_ascii=False, sort_keys=True, default=str) + "\n"
+                     for r in batch if not isinstance(r, threading.Event)]
+            if lines:
+                try:
+                    with open(self.path, "a", encoding="utf-8") as fh:
+                        fh.write("".join(lines))
+                except OSError as exc:
+                    self.dropped += len(lines)
+                    self.stats["log_dropped"] += len(lines)
+                    self.stats["errors"] += 1
+                    logger.warning("litellm-prefix: JSONL log not written (%s); %d record(s) dropped so far",
+                                   type(exc).__name__, self.dropped)
+            for r in batch:
+                if isinstance(r, threading.Event):
+                    r.set()
+
+
+_WRITERS: "weakref.WeakSet[LogWriter]" = weakref.WeakSet()
+
+
+@atexit.register
+def flush_logs(timeout: float = 5.0) -> None:
+    """Wait until every JSONL log of this process holds every record handed to it so far."""
+    for writer in list(_WRITERS):
+        writer.flush(timeout=timeout)
 
 
 @dataclass
@@ -153,6 +234,7 @@ class Sinks:
         self.seen: LRUCache[str, prefix.Seen] = LRUCache(maxsize=SEEN_BYTES, getsizeof=_seen_size)
         self._linked: dict[str, float] = {}  # root -> when a link to it was last tried (monotonic)
         self._log_lock = threading.Lock()
+        self._log_writer: LogWriter | None = None
         self._lock = threading.Lock()
         self.metrics = metrics.get()
         port = getattr(settings, "metrics_port", 0)
@@ -366,12 +448,22 @@ class Sinks:
             logger.warning("litellm-prefix: reporting failed (%s)", type(exc).__name__)
 
     def jsonl(self, record: Mapping[str, Any]) -> None:
+        """Queue one record for the JSONL log (``LogWriter``); returns at once."""
         path = self.settings.log
         if not path:
             return
-        line = json.dumps(record, ensure_ascii=False, sort_keys=True, default=str)
-        with self._log_lock, open(path, "a", encoding="utf-8") as fh:
-            fh.write(line + "\n")
+        writer = self._log_writer
+        if writer is None or writer.path != path:
+            with self._log_lock:
+                writer = self._log_writer
+                if writer is None or writer.path != path:
+                    writer = self._log_writer = LogWriter(path, self.stats)
+        writer.put(record)
+
+    def flush(self) -> None:
+        """Wait until the JSONL log holds every record handed to it so far."""
+        if self._log_writer is not None:
+            self._log_writer.flush()
 
     def response_headers(self, call_id: str | None) -> dict[str, str]:
         report = self.reports.get(call_id) if call_id else None

@@ -26,6 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from harness.realistic import TOOL_NAMES, openai_tools, pi_system_prompt, responses_tools
 
+from litellm_prefix.sinks import flush_logs
 from litellm_prefix import profiles
 from litellm_prefix.context import Target
 from litellm_prefix.core import Stabilizer
@@ -205,7 +206,7 @@ def test_a_subagent_is_its_own_stream_and_never_a_change_of_the_main_head(tmp_pa
              (main[2], None), (named[1], "agent-7"), (explore[2], None), (main[3], None)]
     for n, (body, agent_id) in enumerate(order):
         _run(stabilizer, body, claude_code_headers(agent_id=agent_id), call_id=f"c{n}")
-    drift = [json.loads(line) for line in log.read_text().splitlines() if '"drift"' in line]
+    drift = [json.loads(line) for line in (flush_logs(), log.read_text())[1].splitlines() if '"drift"' in line]
     assert drift == []
     keys = set(stabilizer.store._data) if hasattr(stabilizer.store, "_data") else None
     data = _proxy(main[0], claude_code_headers())
@@ -229,7 +230,7 @@ def test_a_real_change_of_the_main_head_is_still_reported(tmp_path):
     _run(stabilizer, first, claude_code_headers(), call_id="a")
     out = _run(stabilizer, second, claude_code_headers(), call_id="b")
     assert "Platform: darwin" in out["system"][-1]["text"]
-    drift = [json.loads(line) for line in log.read_text().splitlines() if '"drift"' in line]
+    drift = [json.loads(line) for line in (flush_logs(), log.read_text())[1].splitlines() if '"drift"' in line]
     assert len(drift) == 1 and drift[0]["agent"] == "claude-code"
     assert stabilizer.response_headers("b")["x-litellm-prefix-agent"] == "claude-code"
 
@@ -247,7 +248,7 @@ def test_billing_block_is_removed_for_a_self_hosted_target_and_counted(tmp_path)
         assert out["system"][0]["cache_control"] == {"type": "ephemeral"}
     assert outs[0]["system"] == outs[2]["system"]
     assert stabilizer.stats["billing_removed"] == 3
-    records = [json.loads(line) for line in log.read_text().splitlines()]
+    records = [json.loads(line) for line in (flush_logs(), log.read_text())[1].splitlines()]
     billing = [r for rec in records for r in rec.get("rules", ()) if r["rule"] == "billing_block"]
     assert len(billing) == 3 and billing[0]["action"] == "removed" and billing[0]["cacheable_tokens_est"] > 1000
     assert all(rec["agent"] == "claude-code" for rec in records)
@@ -357,7 +358,7 @@ def _decisions(stabilizer: Stabilizer, bodies, target, log_path):
     outs = []
     for n, body in enumerate(bodies):
         outs.append(_run(stabilizer, body, claude_code_headers(), target=target, call_id=f"m{n}"))
-    events = [json.loads(line) for line in log_path.read_text().splitlines()] if log_path.exists() else []
+    events = [json.loads(line) for line in (flush_logs(), log_path.read_text())[1].splitlines()] if log_path.exists() else []
     return outs, events
 
 

@@ -14,6 +14,7 @@ from litellm_prefix.sections import parse_head
 from litellm_prefix.hook import PrefixStabilizer
 from litellm_prefix.wire import chat
 from litellm_prefix.settings import Settings
+from litellm_prefix.sinks import flush_logs
 
 pytestmark = pytest.mark.anyio
 
@@ -24,6 +25,11 @@ def _handler(tmp_path=None, **kwargs) -> PrefixStabilizer:
     if tmp_path is not None:
         kwargs.setdefault("log", str(tmp_path / "prefix.jsonl"))
     return PrefixStabilizer(Settings(**kwargs))
+
+
+def _log_text(tmp_path) -> str:
+    flush_logs()  # the log is written off the request path
+    return (tmp_path / "prefix.jsonl").read_text()
 
 
 _CALL_IDS = itertools.count()
@@ -57,7 +63,7 @@ async def test_prompts_a_b_b_warn_exactly_once(tmp_path, caplog):
         for system in (a, b, b):
             await _send(h, _request(system))
     assert _drifts(h) == 1
-    records = [json.loads(line) for line in (tmp_path / "prefix.jsonl").read_text().splitlines()]
+    records = [json.loads(line) for line in _log_text(tmp_path).splitlines()]
     drift = [r for r in records if r["event"] == "drift"]
     assert len(drift) == 1
     event = drift[0]
@@ -68,7 +74,7 @@ async def test_prompts_a_b_b_warn_exactly_once(tmp_path, caplog):
     assert event["reprefill_tokens_est"] > 0
     assert event["before"] != event["after"]
     # never prompt text in logs or the JSONL
-    assert "Never push to main" not in caplog.text and "Never push" not in (tmp_path / "prefix.jsonl").read_text()
+    assert "Never push to main" not in caplog.text and "Never push" not in _log_text(tmp_path)
     assert "section:rules" in caplog.text
 
 
@@ -107,7 +113,7 @@ async def test_tool_addition_warns_and_names_the_tool(tmp_path):
     h = _handler(tmp_path)
     await _send(h, _request("sys", tools=openai_tools(TOOL_NAMES[:10]), call_id="t1"))
     await _send(h, _request("sys", tools=openai_tools(TOOL_NAMES[:11]), call_id="t2"))
-    event = [json.loads(x) for x in (tmp_path / "prefix.jsonl").read_text().splitlines() if '"drift"' in x][0]
+    event = [json.loads(x) for x in _log_text(tmp_path).splitlines() if '"drift"' in x][0]
     assert event["changed"] == ["tools"] and event["tools"] == {"added": [TOOL_NAMES[10]], "removed": []}
 
 

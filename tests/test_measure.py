@@ -18,6 +18,7 @@ from hypothesis import given, settings as hsettings, strategies as st
 from prometheus_client import REGISTRY
 from harness.realistic import conversation, openai_tools, pi_sections, render_pi
 
+from litellm_prefix.sinks import flush_logs
 from litellm_prefix.measure import prefix
 from litellm_prefix.context import Target
 from litellm_prefix.core import Stabilizer
@@ -79,7 +80,7 @@ class Session:
         return out
 
     def records(self) -> list[dict]:
-        return [json.loads(line) for line in self.log.read_text().splitlines()]
+        return [json.loads(line) for line in (flush_logs(), self.log.read_text())[1].splitlines()]
 
 
 def pi_head(**changes) -> str:
@@ -104,7 +105,7 @@ def test_stable_session_every_later_turn_is_a_hit(tmp_path):
     calls = [r for r in s.records() if r["event"] == "call"]
     assert [r["turn"] for r in calls] == [1, 2, 3, 4, 5, 6]
     assert all(r["tokens_lost"] == 0 for r in calls)
-    assert SECRET not in s.log.read_text()
+    assert SECRET not in (flush_logs(), s.log.read_text())[1]
 
 
 def test_the_last_request_kept_for_measuring_is_bounded_in_bytes(tmp_path, monkeypatch):

@@ -12,6 +12,7 @@ import pytest
 from prometheus_client import REGISTRY
 from test_measure import Session, pi_head, turns
 
+from litellm_prefix.sinks import flush_logs
 from litellm_prefix.measure import pricing
 from litellm_prefix.offline import report
 
@@ -93,7 +94,7 @@ def test_each_call_record_carries_its_cost_and_the_report_adds_them_up(tmp_path,
     assert sum(c["cost_usd"]["billed"] for c in calls) == pytest.approx(billed)
     assert sum(c["cost_usd"]["saved"] for c in calls) == pytest.approx(saved)
     assert all(c["tenant"] == calls[0]["tenant"] and len(c["tenant"]) == 12 for c in calls)
-    assert "team-7" not in hosted.log.read_text()  # the tenant is hashed
+    assert "team-7" not in (flush_logs(), hosted.log.read_text())[1]  # the tenant is hashed
 
     free, free_calls = _session_with_prices(tmp_path, "selfhosted", "hosted_vllm", "qwen3",
                                             litellm_params={"input_cost_per_token": 0,
@@ -103,7 +104,7 @@ def test_each_call_record_carries_its_cost_and_the_report_adds_them_up(tmp_path,
     assert all(c["cost_usd"] is None for c in unknown_calls)
 
     log = tmp_path / "all.jsonl"
-    log.write_text("".join(s.log.read_text() for s in (hosted, free, unknown)))
+    log.write_text("".join((flush_logs(), s.log.read_text())[1] for s in (hosted, free, unknown)))
     summary = report.read(str(log))
     models = summary.to_json()["models"]
     assert models["group-money-openai"]["billed_usd"] == pytest.approx(billed, abs=1e-6)

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from harness.agent_requests import claude_code_headers, codex_headers, opencode_headers, pi_headers
 
+from litellm_prefix.sinks import flush_logs
 from litellm_prefix import profiles
 from litellm_prefix.context import Target
 from litellm_prefix.core import Stabilizer
@@ -157,7 +158,7 @@ def test_qwen_code_subagents_are_streams_of_their_own_and_the_main_stream_holds_
 
 
 def _drift(log: Path) -> list[dict]:
-    return [json.loads(line) for line in log.read_text().splitlines() if '"drift"' in line] if log.exists() else []
+    return [json.loads(line) for line in (flush_logs(), log.read_text())[1].splitlines() if '"drift"' in line] if log.exists() else []
 
 
 @pytest.mark.parametrize("agent, order", [

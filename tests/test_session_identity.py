@@ -25,6 +25,7 @@ from harness.agent_requests import (claude_code_body, claude_code_env, claude_co
                             pi_headers)
 from harness.realistic import openai_tools, paragraph, pi_sections, render_pi, responses_tools  # noqa: E402
 
+from litellm_prefix.sinks import flush_logs
 from litellm_prefix import profiles, wire  # noqa: E402
 from litellm_prefix.affinity import session_key  # noqa: E402
 from litellm_prefix.context import Target  # noqa: E402
@@ -199,7 +200,7 @@ def _opencode(messages: list[dict], *, tools=True) -> dict:
 
 
 def _drift(log: Path) -> list[dict]:
-    return [e for e in map(json.loads, log.read_text().splitlines()) if e.get("event") == "drift"] \
+    return [e for e in map(json.loads, (flush_logs(), log.read_text())[1].splitlines()) if e.get("event") == "drift"] \
         if log.exists() else []
 
 

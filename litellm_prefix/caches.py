@@ -1,0 +1,109 @@
+"""The process's caches, in one place: each states its key, its bound and how it is invalidated.
+
+Every cache here holds values derived from their key by a pure function, or a record that a
+request checks in full before it trusts it, so a hit never changes a result: a stabilizer
+with every cache empty writes the same bytes.
+
+``Streams`` (below): the incremental request path's memory of each session stream's last
+request. Key: the stream's journal key (tenant-scoped, ``session.identify``). Bound: the
+settings' session cap (``maxSessions``), least recently used out first. Invalidation: a
+record is replaced by each request of its stream, and trusted only when the journal loaded
+is the one the record was made with (``Streams`` never outlives a change made elsewhere:
+another replica's save changes the journal's text).
+
+Elsewhere, each beside the code it serves (documented there):
+
+- ``sections.KNOWN``: parses, digests and derived values of head texts. Key: the text (sampled,
+  confirmed by equality). Bound: 32 M characters. Invalidation: none needed (pure functions
+  of the text); LRU.
+- ``core._DECODED``: a journal's text to the decoded journal. Key: the text. Bound: 2,048.
+  Invalidation: none needed (a journal is immutable; a changed journal is another text).
+- ``journal._text_hash``, ``context`` and ``profiles``' ``lru_cache``s: pure functions of
+  their arguments (regex compilation, a text's hash, a profile's merged settings). Bounded
+  by their ``maxsize``.
+- ``Context.memo``: one request's derived values (a tool's JSON); dropped with the request.
+  Keyed by an object's ``id`` only together with the object itself, checked by identity.
+- ``Stabilizer.applied`` / ``written`` (``Expiring``): calls this gateway already rewrote,
+  by ``litellm_call_id``; 16,384 for 15 minutes / 256 for 30 seconds.
+- ``Sinks.sessions`` / ``reports``: per session the last call's shape; per call its report.
+  Bounded by ``maxSessions`` and ``sessionTtlSeconds`` / 4,096 for 10 minutes.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from cachetools import LRUCache
+
+try:
+    import orjson
+except ImportError:  # pragma: no cover - orjson comes with litellm[proxy]
+    orjson = None
+
+
+@dataclass(frozen=True, slots=True)
+class Digest:
+    """A cheap digest of raw request parts: their length and the process's string hash.
+
+    ``hash`` of a ``str`` or ``bytes`` is SipHash keyed at random per process (never stored,
+    never compared across processes); a head string's hash is computed once per object, and
+    the section rules' lookups reuse it."""
+
+    size: int
+    value: int
+
+    @classmethod
+    def of(cls, raw: str | bytes) -> "Digest":
+        return cls(len(raw), hash(raw))
+
+
+def body_json(body: tuple[Any, ...]) -> bytes | None:
+    """The body as JSON bytes (orjson, keys as sent), or None where it is not plain JSON."""
+    if orjson is None:
+        return None
+    try:
+        return orjson.dumps(list(body))
+    except TypeError:  # an object orjson cannot encode (litellm.Message): the full path
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class StreamRecord:
+    """What one stream's last request looked like on the way in, and what it produced.
+
+    ``head``: the raw head parts' digests (shape, system segments, tools JSON, ...) and the
+    context the rules saw (settings, target, ping). ``body``: the body's digest and its
+    message count. ``journal``: the journal text the rules ran on (as loaded) and the journal
+    they returned. ``result``: ``(head segments, tools order, body script, events)``: what the
+    transform produced, replayable on an equal request (``core``)."""
+
+    head: tuple[Any, ...]
+    body: Digest
+    count: int
+    journal_in: str | None
+    journal_out: Any
+    result: Any
+
+
+class Streams:
+    """The incremental path's records, one per stream (see the module docstring)."""
+
+    def __init__(self, maxsize: int) -> None:
+        self._records: LRUCache[str, StreamRecord] = LRUCache(maxsize=max(1, maxsize))
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> StreamRecord | None:
+        with self._lock:
+            return self._records.get(key)
+
+    def put(self, key: str, record: StreamRecord) -> None:
+        with self._lock:
+            self._records[key] = record
+
+    def drop(self, key: str) -> None:
+        with self._lock:
+            self._records.pop(key, None)
+
+    def __len__(self) -> int:
+        return len(self._records)
