@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import os
 import threading
 import time
 import traceback
@@ -149,11 +148,11 @@ class Stabilizer:
     def __init__(self, settings: Settings, store: Any = None, *, incremental: bool | None = None) -> None:
         self.settings = settings
         # The incremental request path (``_probe``): a stream's last request reused where every
-        # input the rules read is the same. Off by default (``LITELLM_PREFIX_INCREMENTAL=1`` or
+        # input the rules read is the same. Off by default (setting ``incremental`` or
         # ``incremental=True``): it reuses only an unchanged request, and remembering costs an
         # encoding of the body per request (bench/session_steps.py measures both).
         if incremental is None:
-            incremental = os.environ.get("LITELLM_PREFIX_INCREMENTAL", "0") == "1"
+            incremental = settings.incremental
         self.incremental = incremental
         self.streams = Streams(min(HOT_STREAMS, settings.max_sessions))
         self.stats: Stats = Stats()  # mirrored to the litellm_prefix_internal_events metric

@@ -204,6 +204,10 @@ class _Keys(BaseModel):
     first_user_context: list[ContextBlock] = Field(default_factory=list)
     profiles: ProfilesSetting | Literal["auto", "off"] = Field(default_factory=ProfilesSetting)
     keep_billing_header: bool = False
+    # The incremental request path (core): a stream's unchanged request (a retry) reuses the
+    # last output; any other request takes the full path. Off: remembering costs an encode of
+    # the body on every request.
+    incremental: bool = False
     metrics_port: int = Field(default=0, ge=0, le=65535)
     # Provider cache hints (rules/hints.py) and session affinity (affinity.py).
     prompt_cache_key: bool = True
@@ -285,6 +289,7 @@ ENV_VARS: dict[str, str] = {
     "learned_volatile_note_seconds": "LITELLM_PREFIX_LEARNED_VOLATILE_NOTE_SECONDS",
     "profiles": "LITELLM_PREFIX_PROFILES",
     "keep_billing_header": "LITELLM_PREFIX_KEEP_BILLING_HEADER",
+    "incremental": "LITELLM_PREFIX_INCREMENTAL",
     "metrics_port": "LITELLM_PREFIX_METRICS_PORT",
     "prompt_cache_key": "LITELLM_PREFIX_PROMPT_CACHE_KEY",
     "cache_breakpoints": "LITELLM_PREFIX_CACHE_BREAKPOINTS",
