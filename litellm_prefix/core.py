@@ -29,7 +29,7 @@ from .session import DERIVED, identify, scoped_key
 from .settings import Settings
 from .metrics import Stats
 from .sinks import Sinks
-from .store import build_store, journal_text_refs
+from .store import Store, build_store, journal_text_refs
 
 logger = logging.getLogger("litellm_prefix")
 
@@ -102,7 +102,7 @@ def is_warmup_ping(data: Mapping[str, Any]) -> bool:
 
 
 class Stabilizer:
-    def __init__(self, settings: Settings, store: Any = None) -> None:
+    def __init__(self, settings: Settings, store: Store | None = None) -> None:
         self.settings = settings
         self.stats: Stats = Stats()  # mirrored to the litellm_prefix_internal_events metric
         if store is not None:  # an explicit store (tests, replays): shared by several stabilizers
