@@ -569,6 +569,22 @@ async def test_errors_in_a_row_cool_down_instead_of_logging_every_call(caplog):
     assert caplog.text.count("litellm-prefix: shared store") == SLOW_IN_A_ROW  # 2 call lines, then the outage once
 
 
+async def test_litellms_circuit_breaker_error_is_a_store_that_is_down():
+    """LiteLLM's own Redis client refuses calls for a while after failures
+    (``RedisCircuitBreakerOpenError``): the request uses local state and the store cools down as
+    for a refused connection."""
+    from litellm.caching.redis_cache import RedisCircuitBreakerOpenError
+
+    st, faulty = _faulty_stabilizer()
+    store: ResilientStore = st.store
+    faulty.fail["load"] = RedisCircuitBreakerOpenError("breaker open")
+    assert (await store.load("breaker")).source == "local"
+    assert st.stats["store_down"] == 1 and BLOCKED_COOL_DOWN_SECONDS < store.cool_down_left <= DOWN_COOL_DOWN_SECONDS
+    store.clock.skip(store.cool_down_left)
+    faulty.fail.clear()
+    assert (await store.load("breaker")).source == "shared"
+
+
 async def test_the_safety_cap_does_not_mistake_a_late_loop_for_a_slow_store(redis_server):
     """The loop's own cap (for a hung worker) fires late on a blocked loop; the worker had
     answered by then, so the answer is used."""

@@ -42,6 +42,16 @@ __all__ = [
 ]
 
 
+def kind_of(url: str) -> str:
+    """``cluster`` (``redis+cluster://``), ``sentinel`` (``redis+sentinel://``) or ``single``."""
+    scheme = url.split("://", 1)[0].lower()
+    if scheme.endswith("+cluster"):
+        return "cluster"
+    if scheme.endswith("+sentinel"):
+        return "sentinel"
+    return "single"
+
+
 def build_store(settings: Any, stats: Counter[str]) -> tuple[Store, MemoryStore]:
     """(the store to use, the local memory store) for these settings."""
     from . import redis_wire
@@ -56,6 +66,12 @@ def build_store(settings: Any, stats: Counter[str]) -> tuple[Store, MemoryStore]
         shared = LazyProxyStore(settings.session_ttl_seconds, timeout, cipher)
     elif redis_wire.supported(settings.store):
         shared = WireRedisStore(settings.store, settings.session_ttl_seconds, timeout, cipher=cipher)
+    elif kind_of(settings.store) == "cluster":
+        from .cluster import ClusterStore
+
+        shared = ClusterStore(settings.store, settings.session_ttl_seconds, timeout, cipher=cipher)
+    elif kind_of(settings.store) == "sentinel":
+        shared = RedisStore.from_sentinel_url(settings.store, settings.session_ttl_seconds, timeout, cipher)
     else:
         shared = RedisStore.from_url(settings.store, settings.session_ttl_seconds, timeout, cipher)
     return ResilientStore(shared, local, timeout, stats), local

@@ -41,6 +41,7 @@ class Loaded:
     texts: dict[str, str] = field(default_factory=dict)  # referred texts the store holds
     refs: frozenset[str] = frozenset()  # every text hash the journal refers to (looked up already)
     source: str = "local"  # "local" or "shared"
+    key: str | None = None  # the session key it was loaded under (a shared store's texts may live under it)
 
 
 @runtime_checkable
@@ -66,15 +67,18 @@ class SharedStore(Protocol):
 
     name: str
     on_loop: bool
+    # True: texts are kept per session (a Redis Cluster), so a save must carry every text its
+    # journal refers to that the session's own copy may lack; the texts calls take the session key.
+    texts_per_session: bool
 
     def load(self, key: str, held: Iterable[str] = ()) -> Any: ...  # StoredJournal
 
     def save(self, key: str, version: int, journal: str, refs: Iterable[str],
              texts: dict[str, str]) -> Any: ...  # bool
 
-    def get_texts(self, hashes: Iterable[str]) -> Any: ...  # dict[str, str]
+    def get_texts(self, hashes: Iterable[str], key: str | None = None) -> Any: ...  # dict[str, str]
 
-    def put_texts(self, texts: dict[str, str]) -> Any: ...  # None
+    def put_texts(self, texts: dict[str, str], key: str | None = None) -> Any: ...  # None
 
 
 def journal_text_refs(journal: Any) -> tuple[str, ...]:

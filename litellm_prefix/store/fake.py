@@ -6,7 +6,8 @@ only the texts the caller lacks) until a test sets ``fail[call]`` (``"*"``: ever
 - ``"down"``: a refused connection (``ConnectionError``);
 - ``"slow"``: no answer within the budget (``TimeoutError`` after ``budget`` seconds);
 - ``"error"``: the server refused the command (a ``RuntimeError``, as a CROSSSLOT would be);
-- ``"conflict"``: ``save`` only: another replica saved first (compare-and-set lost).
+- ``"conflict"``: ``save`` only: another replica saved first (compare-and-set lost);
+- an exception instance: raised as it is (a client library's own error class).
 
 ``calls`` counts the calls made (failed ones too). ``stored(key)`` reads what another replica
 would read, never failing; ``put(key, journal)`` writes as another replica would.
@@ -28,10 +29,11 @@ FAILURES = ("down", "slow", "error", "conflict")
 class FakeSharedStore:
     name = "fake"
     on_loop = True
+    texts_per_session = False
 
     def __init__(self, budget: float = 0.05) -> None:
         self.budget = budget
-        self.fail: dict[str, str] = {}
+        self.fail: dict[str, str | BaseException] = {}
         self.calls: Counter[str] = Counter()
         self._journals: dict[str, tuple[int, str, tuple[str, ...]]] = {}
         self._texts: dict[str, str] = {}
@@ -39,6 +41,8 @@ class FakeSharedStore:
     async def _enter(self, call: str) -> str | None:
         self.calls[call] += 1
         mode = self.fail.get(call) or self.fail.get("*")
+        if isinstance(mode, BaseException):
+            raise mode
         if mode not in (None, *FAILURES):
             raise ValueError(f"unknown failure {mode!r}: one of {FAILURES}")
         if mode == "down":
@@ -62,11 +66,11 @@ class FakeSharedStore:
             return False
         return self.put(key, journal, refs, texts, expected=version)
 
-    async def get_texts(self, hashes: Iterable[str]) -> dict[str, str]:
+    async def get_texts(self, hashes: Iterable[str], key: str | None = None) -> dict[str, str]:
         await self._enter("get_texts")
         return {h: self._texts[h] for h in hashes if h in self._texts}
 
-    async def put_texts(self, texts: dict[str, str]) -> None:
+    async def put_texts(self, texts: dict[str, str], key: str | None = None) -> None:
         await self._enter("put_texts")
         self._texts.update(texts)
 

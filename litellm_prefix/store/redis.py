@@ -53,10 +53,16 @@ return 1
 
 
 class _RedisLayout:
-    """What both Redis clients send and how they read the answers: the keys, the scripts'
-    arguments, the load script's reply."""
+    """What the Redis clients send and how they read the answers: the keys, the scripts'
+    arguments, the load script's reply.
+
+    ``tagged`` (a Redis Cluster): every key of a session carries the session's hash tag, so
+    both scripts touch one hash slot, and texts are kept per session (``t:{session}:<digest>``)
+    instead of once for all sessions (``t:<digest>``)."""
 
     name = "redis"
+    tagged = False
+    texts_per_session = False
 
     def __init__(self, ttl_seconds: int, prefix: str, cipher: Cipher | None = None) -> None:
         self.ttl = int(ttl_seconds)
@@ -70,20 +76,23 @@ class _RedisLayout:
         return open_plain(value) if self.cipher is None else self.cipher.open(value, redis_key)
 
     def _journal_key(self, key: str) -> str:
-        return f"{self.prefix}j:{key}"
+        return f"{self.prefix}j:{{{key}}}" if self.tagged else f"{self.prefix}j:{key}"
 
-    def _text_key(self, digest: str) -> str:
-        return f"{self.prefix}t:{digest}"
+    def _text_prefix(self, key: str | None) -> str:
+        return f"{self.prefix}t:{{{key}}}:" if self.tagged else f"{self.prefix}t:"
 
-    def _load_args(self, held: Iterable[str]) -> list[Any]:
-        return [f"{self.prefix}t:", self.ttl, *held]
+    def _text_key(self, digest: str, key: str | None = None) -> str:
+        return self._text_prefix(key) + digest
+
+    def _load_args(self, held: Iterable[str], key: str | None = None) -> list[Any]:
+        return [self._text_prefix(key), self.ttl, *held]
 
     def _save_args(self, key: str, version: int, journal: str, refs: Iterable[str],
                    texts: dict[str, str]) -> list[Any]:
         args: list[Any] = [str(version), str(version + 1), self._seal(journal, self._journal_key(key)),
-                           " ".join(refs), self.ttl, f"{self.prefix}t:"]
+                           " ".join(refs), self.ttl, self._text_prefix(key)]
         for digest, text in texts.items():
-            args += [digest, self._seal(text, self._text_key(digest))]
+            args += [digest, self._seal(text, self._text_key(digest, key))]
         return args
 
     def _loaded(self, key: str, got: Any) -> StoredJournal:
@@ -91,10 +100,43 @@ class _RedisLayout:
         if not got:
             return None, 0, (), {}
         journal = got[1] if got[1] is None else self._open(got[1], self._journal_key(key))
-        return journal, int(got[0]), tuple(got[2].split()), self._found(got[3::2], got[4::2])
+        return journal, int(got[0]), tuple(got[2].split()), self._found(got[3::2], got[4::2], key)
 
-    def _found(self, hashes: list[str], values: list[str | None]) -> dict[str, str]:
-        return {h: self._open(v, self._text_key(h)) for h, v in zip(hashes, values) if v is not None}
+    def _found(self, hashes: list[str], values: list[str | None], key: str | None = None) -> dict[str, str]:
+        return {h: self._open(v, self._text_key(h, key)) for h, v in zip(hashes, values) if v is not None}
+
+
+def host_list(hosts: str, default_port: int) -> list[tuple[str, int]]:
+    """``h:p,h,[v6]:p`` as (host, port) pairs."""
+    nodes = []
+    for part in hosts.split(","):
+        part = part.strip()
+        host, port = part, default_port
+        if part.startswith("["):
+            host, _, rest = part[1:].partition("]")
+            port = int(rest[1:]) if rest.startswith(":") else default_port
+        elif ":" in part:
+            host, _, number = part.rpartition(":")
+            port = int(number)
+        nodes.append((host or "localhost", port))
+    return nodes
+
+
+def sentinel_nodes(url: str) -> tuple[list[tuple[str, int]], str, int, dict[str, Any]]:
+    """(sentinels, service name, database, credentials) of a ``redis+sentinel://`` URL."""
+    from urllib.parse import unquote, urlparse
+
+    parsed = urlparse(url)
+    userinfo, _, hosts = parsed.netloc.rpartition("@")
+    nodes = host_list(hosts, 26379)
+    path = [p for p in parsed.path.split("/") if p]
+    if not path:
+        raise ValueError("a redis+sentinel:// URL names the service: redis+sentinel://host:port/service_name")
+    user, _, password = userinfo.partition(":") if userinfo else ("", "", "")
+    options = {k: v for k, v in (("username", unquote(user)), ("password", unquote(password))) if v}
+    if parsed.scheme.startswith("rediss"):
+        options["ssl"] = True
+    return nodes, unquote(path[0]), int(path[1]) if len(path) > 1 else 0, options
 
 
 class RedisStore(_RedisLayout):
@@ -132,6 +174,20 @@ class RedisStore(_RedisLayout):
 
         return cls(redis.Redis.from_url(url, **cls.client_options(timeout_seconds)), ttl_seconds, cipher=cipher)
 
+    @classmethod
+    def from_sentinel_url(cls, url: str, ttl_seconds: int, timeout_seconds: float,
+                          cipher: Cipher | None = None) -> "RedisStore":
+        """``redis+sentinel://[user:pass@]host:port[,host:port]/service[/db]``: the primary Sentinel
+        names. redis-py asks the sentinels again whenever a connection to the primary fails (a
+        failover), and treats a primary turned replica (READONLY) as a lost connection."""
+        from redis.sentinel import Sentinel
+
+        nodes, service, db, options = sentinel_nodes(url)
+        timeouts = {"socket_timeout": timeout_seconds, "socket_connect_timeout": timeout_seconds}
+        sentinel = Sentinel(nodes, sentinel_kwargs={**timeouts, "ssl": options.get("ssl", False)}, **options)
+        client = sentinel.master_for(service, db=db, **cls.client_options(timeout_seconds))
+        return cls(client, ttl_seconds, cipher=cipher)
+
     def load(self, key: str, held: Iterable[str] = ()) -> StoredJournal:
         """(journal, version, refs, texts the caller lacks): one round trip."""
         return self._loaded(key, self._load(keys=[self._journal_key(key)], args=self._load_args(held)))
@@ -140,13 +196,13 @@ class RedisStore(_RedisLayout):
         return bool(self._save(keys=[self._journal_key(key)],
                                args=self._save_args(key, version, journal, refs, texts)))
 
-    def get_texts(self, hashes: Iterable[str]) -> dict[str, str]:
+    def get_texts(self, hashes: Iterable[str], key: str | None = None) -> dict[str, str]:
         hashes = list(hashes)
         if not hashes:
             return {}
         return self._found(hashes, self.client.mget([self._text_key(h) for h in hashes]))
 
-    def put_texts(self, texts: dict[str, str]) -> None:
+    def put_texts(self, texts: dict[str, str], key: str | None = None) -> None:
         if not texts:
             return
         pipe = self.client.pipeline(transaction=False)
@@ -184,13 +240,13 @@ class WireRedisStore(_RedisLayout):
         return bool(await self._script(_SAVE, self._journal_key(key),
                                        self._save_args(key, version, journal, refs, texts)))
 
-    async def get_texts(self, hashes: Iterable[str]) -> dict[str, str]:
+    async def get_texts(self, hashes: Iterable[str], key: str | None = None) -> dict[str, str]:
         hashes = list(hashes)
         if not hashes:
             return {}
         return self._found(hashes, await self.wire.call("MGET", *map(self._text_key, hashes)))
 
-    async def put_texts(self, texts: dict[str, str]) -> None:
+    async def put_texts(self, texts: dict[str, str], key: str | None = None) -> None:
         if texts:
             await self.wire.pipeline(*(("SET", self._text_key(digest), self._seal(text, self._text_key(digest)),
                                         "EX", self.ttl) for digest, text in texts.items()))
@@ -219,6 +275,7 @@ class LazyProxyStore:
 
     name = "redis"
     on_loop = False
+    texts_per_session = False
 
     def __init__(self, ttl_seconds: int, timeout_seconds: float, cipher: Cipher | None = None) -> None:
         self.ttl = ttl_seconds
@@ -239,9 +296,9 @@ class LazyProxyStore:
     def save(self, key, version, journal, refs, texts):
         return self._resolve().save(key, version, journal, refs, texts)
 
-    def get_texts(self, hashes):
+    def get_texts(self, hashes, key=None):
         return self._resolve().get_texts(hashes)
 
-    def put_texts(self, texts):
+    def put_texts(self, texts, key=None):
         return self._resolve().put_texts(texts)
 

@@ -109,16 +109,22 @@ class _Skipped(Exception):
     """The shared store is cooling down: not tried."""
 
 
+# Failures by class name, so that no client library is imported to classify its errors:
+# redis-py's and valkey-glide's TimeoutError and ConnectionError, glide's ClosingError (its
+# client was closed) and CircuitBreakerError, and LiteLLM's RedisCircuitBreakerOpenError
+# (its own Redis client refuses calls for a while after failures: Redis is down for it).
+_SLOW_NAMES = frozenset({"TimeoutError"})
+_DOWN_NAMES = frozenset({"ConnectionError", "ClosingError", "CircuitBreakerError", "RedisCircuitBreakerOpenError"})
+
+
 def _failure_kind(exc: BaseException) -> str:
     """``slow`` (no answer within the budget), ``down`` (no connection) or ``error``."""
-    try:
-        from redis.exceptions import ConnectionError as RedisConnectionError
-        from redis.exceptions import TimeoutError as RedisTimeoutError
-    except ImportError:  # pragma: no cover - redis is a dependency
-        RedisConnectionError = RedisTimeoutError = ()  # type: ignore[assignment]
-    if isinstance(exc, (RedisTimeoutError, TimeoutError, asyncio.TimeoutError)):
+    if isinstance(exc, (TimeoutError, asyncio.TimeoutError)):
         return "slow"
-    if isinstance(exc, (RedisConnectionError, ConnectionError, OSError)):
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    if names & _SLOW_NAMES:
+        return "slow"
+    if isinstance(exc, (ConnectionError, OSError)) or names & _DOWN_NAMES:
         return "down"
     return "error"
 
@@ -261,7 +267,7 @@ class ResilientStore:
         texts = {h: held[h] for h in refs if h in held}
         texts.update(fetched)
         self.local.mirror(key, journal, refs, fetched)
-        return Loaded(journal, version, texts, frozenset(refs), "shared")
+        return Loaded(journal, version, texts, frozenset(refs), "shared", key)
 
     async def save(self, key: str, loaded: Loaded, journal: str, refs: Iterable[str] = (),
                    texts: dict[str, str] | None = None) -> bool | None:
@@ -269,6 +275,10 @@ class ResilientStore:
         texts = texts or {}
         if loaded.source != "shared":
             return await self.local.save(key, loaded, journal, refs, texts)
+        if self.shared.texts_per_session:  # a journal seeded from another session's: its texts come along
+            lacking = [h for h in refs if h not in loaded.refs and h not in texts]
+            if lacking:
+                texts = {**await self.local.get_texts(None, lacking), **texts}
         try:
             saved = await self._shared_call("save", key, loaded.version, journal, refs, texts)
         except Exception as exc:
@@ -283,7 +293,7 @@ class ResilientStore:
         if loaded is None or loaded.source != "shared":
             return await self.local.get_texts(loaded, hashes)
         try:
-            texts = await self._shared_call("get_texts", hashes)
+            texts = await self._shared_call("get_texts", hashes, loaded.key)
         except Exception as exc:
             self._failed("get_texts", exc)
             return {}
@@ -295,7 +305,7 @@ class ResilientStore:
         if loaded is None or loaded.source != "shared":
             return
         try:
-            await self._shared_call("put_texts", texts)
+            await self._shared_call("put_texts", texts, loaded.key)
         except Exception as exc:
             self._failed("put_texts", exc)
 
