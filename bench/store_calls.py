@@ -1,11 +1,14 @@
-"""CPU of one shared-store call while the event loop is busy: the wire client against the blocking one.
+"""CPU of one shared-store call while the event loop is busy: the wire client against the blocking one
+and two maintained asyncio clients (coredis, valkey-glide).
 
 A proxy under load runs its event loop flat out; each request makes one or two calls to the
 shared store. This measures, on uvloop (the proxy's loop), 400 concurrent "requests" that
 each burn 10 ms of CPU around one ``load`` of a session journal from a local redis-server
 (from the virtualenv): the process CPU per request with no store call, with the call through
 redis_wire (``store: redis://``), and with the call through redis-py's blocking client on
-the store's worker threads (``store: proxy``, and URLs redis_wire does not serve).
+the store's worker threads (``store: proxy``), and with the same scripts through coredis (pure
+Python on the loop, anyio) and valkey-glide (a Rust core on its own threads, answers handed to the
+loop) when they are installed.
 Reported: the extra process CPU per call, and how much of it ran on the loop's thread, for
 each of three rounds (the machine is shared: compare within a round), and each client's
 store fallbacks (calls the store judged slow: with a healthy local Redis there should be none).
@@ -30,6 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 from harness.procs import RedisServer  # noqa: E402
 
 from litellm_prefix.store import MemoryStore, RedisStore, ResilientStore, WireRedisStore  # noqa: E402
+from litellm_prefix.store.redis import _LOAD, _SAVE, _RedisLayout  # noqa: E402
 
 REQUESTS = 400
 BURN_MS = 5.0  # twice per request: LiteLLM's own work before and after the store call
@@ -71,17 +75,93 @@ async def measure(stores: dict[str, ResilientStore | None]) -> list[dict]:
     return rounds
 
 
+class CoredisStore(_RedisLayout):
+    """The store's load and save through coredis (``async with store.client`` around its use)."""
+
+    on_loop = True
+
+    def __init__(self, url: str, ttl_seconds: int, timeout_seconds: float) -> None:
+        import coredis
+
+        super().__init__(ttl_seconds, "litellm-prefix:")
+        self.client = coredis.Redis.from_url(url, decode_responses=True, stream_timeout=timeout_seconds,
+                                             connect_timeout=timeout_seconds)
+        self._load, self._save = self.client.register_script(_LOAD), self.client.register_script(_SAVE)
+
+    async def load(self, key, held=()):
+        return self._loaded(key, await self._load(keys=[self._journal_key(key)], args=self._load_args(held)))
+
+    async def save(self, key, version, journal, refs, texts):
+        return bool(await self._save(keys=[self._journal_key(key)],
+                                     args=self._save_args(key, version, journal, refs, texts)))
+
+
+class GlideStore(_RedisLayout):
+    """The store's load and save through valkey-glide (bytes back: decoded here, as the store must)."""
+
+    on_loop = True
+
+    def __init__(self, client, ttl_seconds: int) -> None:
+        from glide import Script
+
+        super().__init__(ttl_seconds, "litellm-prefix:")
+        self.client = client
+        self._load, self._save = Script(_LOAD), Script(_SAVE)
+
+    @classmethod
+    async def create(cls, port: int, ttl_seconds: int, timeout_seconds: float) -> "GlideStore":
+        from glide import GlideClient, GlideClientConfiguration, NodeAddress
+
+        config = GlideClientConfiguration([NodeAddress("127.0.0.1", port)],
+                                          request_timeout=int(timeout_seconds * 1000))
+        return cls(await GlideClient.create(config), ttl_seconds)
+
+    async def load(self, key, held=()):
+        got = await self.client.invoke_script(self._load, keys=[self._journal_key(key)],
+                                              args=[str(a) for a in self._load_args(held)])
+        if got:
+            got = [g.decode("utf-8", "surrogatepass") if isinstance(g, bytes) else g for g in got]
+        return self._loaded(key, got)
+
+    async def save(self, key, version, journal, refs, texts):
+        return bool(await self.client.invoke_script(self._save, keys=[self._journal_key(key)], args=[
+            str(a) for a in self._save_args(key, version, journal, refs, texts)]))
+
+
+async def run_all(server: RedisServer, stats: dict[str, Counter[str]]) -> list[dict]:
+    import contextlib
+
+    def resilient(name: str, shared) -> ResilientStore:
+        stats[name] = Counter()
+        return ResilientStore(shared, MemoryStore(100, 600), 0.05, stats[name])
+
+    stores: dict[str, ResilientStore | None] = {
+        "none": None,
+        "wire": resilient("wire", WireRedisStore(server.url, 600, 0.05)),
+        "threads": resilient("threads", RedisStore.from_url(server.url, 600, 0.05)),
+    }
+    async with contextlib.AsyncExitStack() as stack:
+        try:
+            coredis_store = CoredisStore(server.url, 600, 0.05)
+            await stack.enter_async_context(coredis_store.client)
+            stores["coredis"] = resilient("coredis", coredis_store)
+        except ImportError:
+            pass
+        try:
+            stores["glide"] = resilient("glide", await GlideStore.create(server.port, 600, 0.05))
+        except ImportError:
+            pass
+        return await measure(stores)
+
+
 def main() -> None:
     import uvloop
 
     server = RedisServer(Path(tempfile.mkdtemp(prefix="litellm-prefix-store-calls-")))
     try:
-        stats: dict[str, Counter[str]] = {"wire": Counter(), "threads": Counter()}
-        wire = ResilientStore(WireRedisStore(server.url, 600, 0.05), MemoryStore(100, 600), 0.05, stats["wire"])
-        threads = ResilientStore(RedisStore.from_url(server.url, 600, 0.05), MemoryStore(100, 600), 0.05,
-                                 stats["threads"])
+        stats: dict[str, Counter[str]] = {}
         logging.getLogger("litellm_prefix").setLevel(logging.ERROR)  # counted below instead
-        rounds = uvloop.run(measure({"none": None, "wire": wire, "threads": threads}))
+        rounds = uvloop.run(run_all(server, stats))
         fallbacks = {name: counts["store_fallbacks"] for name, counts in stats.items()}
         print(f"store fallbacks in {3 * REQUESTS} calls each: {fallbacks}")
         out = ROOT / "bench" / "results" / "store_calls.json"

@@ -26,6 +26,22 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def free_cluster_port() -> int:
+    """A free port below 55536 whose cluster bus port (+10000) is free too."""
+    import random
+
+    for _ in range(200):
+        port = random.randint(20000, 45000)
+        try:
+            with socket.socket() as a, socket.socket() as b:
+                a.bind(("127.0.0.1", port))
+                b.bind(("127.0.0.1", port + 10000))
+            return port
+        except OSError:
+            continue
+    raise RuntimeError("no free port pair for a cluster node")
+
+
 def wait_http(url: str, proc: subprocess.Popen, timeout: float, log: Path | None = None) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -165,10 +181,11 @@ def redis_major(binary: str) -> int:
 class RedisServer:
     """A real redis-server on 127.0.0.1, for the store tests; stopped (and restartable) by pid."""
 
-    def __init__(self, workdir: Path, port: int | None = None) -> None:
+    def __init__(self, workdir: Path, port: int | None = None, extra: tuple[str, ...] = ()) -> None:
         self.binary = find_redis_server()
         # DEBUG (SLEEP) is on by default before Redis 7; 7+ needs it enabled for local clients.
         self.extra = ["--enable-debug-command", "local"] if redis_major(self.binary) >= 7 else []
+        self.extra += extra  # later options win (a cluster node, persistence, a replica)
         self.port = port or free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.workdir = workdir
@@ -241,3 +258,106 @@ class sdk_callbacks:
 
         for name, value in self.saved.items():
             setattr(litellm, name, value)
+
+
+class RedisClusterServers:
+    """A real Redis Cluster of ``count`` primaries on 127.0.0.1 (no replicas), each node persisting
+    every write (AOF, fsync always) so a node stopped and started again comes back with its data
+    and its slots (``nodes-<port>.conf``). Stopped by pid."""
+
+    def __init__(self, workdir: Path, count: int = 3) -> None:
+        self.nodes: list[RedisServer] = []
+        try:
+            for _ in range(count):
+                port = free_cluster_port()
+                self.nodes.append(RedisServer(workdir, port, (
+                    "--cluster-enabled", "yes", "--cluster-config-file", f"nodes-{port}.conf",
+                    "--cluster-node-timeout", "1000", "--appendonly", "yes", "--appendfsync", "always",
+                    "--appendfilename", f"appendonly-{port}.aof")))
+            cli = Path(find_redis_server()).with_name("redis-cli")
+            subprocess.run([str(cli), "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in self.nodes),
+                            "--cluster-yes"], check=True, capture_output=True, timeout=60)
+            self.wait_ok()
+        except BaseException:
+            self.stop()
+            raise
+        self.url = "redis+cluster://" + ",".join(f"127.0.0.1:{n.port}" for n in self.nodes)
+
+    def wait_ok(self, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if all(b"cluster_state:ok" in n.command("CLUSTER", "INFO") for n in self.nodes if n.proc):
+                return
+            time.sleep(0.1)
+        raise RuntimeError("the cluster did not reach cluster_state:ok")
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+
+class RedisSentinelServers:
+    """A real Sentinel set-up on 127.0.0.1: a primary, a replica and one sentinel (quorum 1,
+    500 ms to judge the primary down). Stopped by pid."""
+
+    SERVICE = "litellm-prefix"
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.sentinel: subprocess.Popen | None = None
+        self.primary = RedisServer(workdir)
+        try:
+            self.replica = RedisServer(workdir, extra=("--replicaof", "127.0.0.1", str(self.primary.port)))
+            self.sentinel_port = free_port()
+            conf = workdir / f"sentinel-{self.sentinel_port}.conf"
+            conf.write_text(f"port {self.sentinel_port}\nbind 127.0.0.1\ndir {workdir}\n"
+                            f"sentinel monitor {self.SERVICE} 127.0.0.1 {self.primary.port} 1\n"
+                            f"sentinel down-after-milliseconds {self.SERVICE} 500\n"
+                            f"sentinel failover-timeout {self.SERVICE} 3000\n")
+            log = workdir / f"sentinel-{self.sentinel_port}.log"
+            self.sentinel = subprocess.Popen([find_redis_server(), str(conf), "--sentinel"], stdout=log.open("a"),
+                                             stderr=subprocess.STDOUT, start_new_session=True)
+            self._wait(lambda: b"slaves=1" in self.sentinel_command("INFO", "sentinel")
+                       or b"replicas=1" in self.sentinel_command("INFO", "sentinel"), "the sentinel to see the replica")
+        except BaseException:
+            self.stop()
+            raise
+        self.url = f"redis+sentinel://127.0.0.1:{self.sentinel_port}/{self.SERVICE}"
+
+    def sentinel_command(self, *args: str) -> bytes:
+        payload = f"*{len(args)}\r\n" + "".join(f"${len(a)}\r\n{a}\r\n" for a in args)
+        with socket.create_connection(("127.0.0.1", self.sentinel_port), timeout=5) as s:
+            s.sendall(payload.encode())
+            time.sleep(0.05)
+            return s.recv(65536)
+
+    def primary_port(self) -> int:
+        reply = self.sentinel_command("SENTINEL", "get-master-addr-by-name", self.SERVICE)
+        return int(reply.split(b"\r\n")[-2])
+
+    def _wait(self, done, what: str, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                if done():
+                    return
+            except OSError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(f"timed out waiting for {what}")
+
+    def fail_over(self) -> float:
+        """Stop the primary; seconds until the sentinel names the replica as the primary."""
+        old = self.primary_port()
+        started = time.monotonic()
+        (self.primary if self.primary.port == old else self.replica).stop()
+        self._wait(lambda: self.primary_port() != old, "the failover")
+        return time.monotonic() - started
+
+    def stop(self) -> None:
+        if self.sentinel is not None:
+            stop(self.sentinel)
+            self.sentinel = None
+        for server in (getattr(self, "replica", None), self.primary):
+            if server is not None:
+                server.stop()

@@ -37,6 +37,7 @@ from typing import Any
 from . import wire
 from .context import Recent
 from .session import identify, scoped_key, tenant_of
+from .store import Store
 
 logger = logging.getLogger("litellm_prefix")
 
@@ -149,7 +150,7 @@ def _rank(session: str, deployment_id: str) -> str:
 class SessionAffinity:
     """Pins sessions to deployments in the plugin's store (``load`` -> ``Loaded``, ``save`` compare-and-set)."""
 
-    def __init__(self, store: Any, stats: Any, settings_of: Any, ttl_seconds: int, clock=time.time,
+    def __init__(self, store: Store, stats: Any, settings_of: Any, ttl_seconds: int, clock=time.time,
                  report: Any = None) -> None:
         self.report = report  # record -> None: the JSONL event sink (LITELLM_PREFIX_LOG)
         self.store = store

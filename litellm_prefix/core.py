@@ -31,7 +31,7 @@ from .session import DERIVED, identify, scoped_key
 from .settings import Settings
 from .metrics import Stats
 from .sinks import Sinks
-from .store import build_store, journal_text_refs
+from .store import Store, build_store, journal_text_refs
 
 logger = logging.getLogger("litellm_prefix")
 
@@ -145,7 +145,7 @@ def _time_free(journal: Journal) -> bool:
 
 
 class Stabilizer:
-    def __init__(self, settings: Settings, store: Any = None, *, incremental: bool | None = None) -> None:
+    def __init__(self, settings: Settings, store: Store | None = None, *, incremental: bool | None = None) -> None:
         self.settings = settings
         # The incremental request path (``_probe``): a stream's last request reused where every
         # input the rules read is the same. Off by default (setting ``incremental`` or

@@ -236,9 +236,13 @@ class _Keys(BaseModel):
     @field_validator("store")
     @classmethod
     def _store_is_memory_or_redis(cls, value: str) -> str:
-        if value in ("memory", "proxy") or value.startswith(("redis://", "rediss://", "unix://")):
+        if value in ("memory", "proxy") or value.startswith((
+                "redis://", "rediss://", "unix://", "redis+cluster://", "rediss+cluster://",
+                "redis+sentinel://", "rediss+sentinel://")):
             return value
-        raise ValueError("must be 'memory', 'proxy' (the LiteLLM proxy's own Redis) or a redis:// URL")
+        raise ValueError("must be 'memory', 'proxy' (the LiteLLM proxy's own Redis), a redis://, rediss:// or "
+                         "unix:// URL, a redis+cluster://host:port,host:port URL or a "
+                         "redis+sentinel://host:port[,host:port]/service_name[/db] URL")
 
     @field_validator("package_path_suffix")
     @classmethod

