@@ -295,7 +295,9 @@ class SGLang(Policy):
 
 
 class Plugin(Policy):
-    """This package's placement (``litellm_prefix.placement``) on stabilized requests."""
+    """This package's placement (``litellm_prefix.placement``, the code ``affinity.py`` runs) on
+    stabilized requests: a new session placed by ``placement.choose``, a live one moved only by
+    ``placement.move`` at an idle boundary, the index fed each answer's cached tokens."""
 
     name = "plugin"
     stabilized = True
@@ -305,14 +307,14 @@ class Plugin(Policy):
         self.gate = gate or placement.Gate(cache_tokens=engine_tokens)
         self.index = placement.Index(self.gate)
         self.pins: dict[int, str] = {}
-        self.live: dict[str, set[int]] = defaultdict(set)
-        self.last: dict[int, float] = {}  # session -> when it last sent a request
+        self.last: dict[int, tuple[float, int]] = {}  # session -> (its last request, its replica's clock then)
         self.heads: dict[int, tuple[str, ...]] = {}
+        self.reasons: dict[str, int] = defaultdict(int)
         self.now = 0.0
 
     def _head(self, s: Session) -> tuple[str, ...]:
         if s.sid not in self.heads:
-            digests, running, done = [], hashlib.blake2b(digest_size=12), 0
+            digests, running, done = [], hashlib.blake2b(digest_size=placement.DIGEST_BYTES), 0
             for piece, length in s.head_pieces(True):
                 running.update(f"{piece}:{length};".encode())
                 done += length
@@ -323,22 +325,23 @@ class Plugin(Policy):
 
     def route(self, s, turn, keys, in_flight):
         if s.sid not in self.pins:
-            recent = self.now - self.gate.active_seconds
-            loads = {r: sum(self.last.get(sid, recent) > recent for sid in self.live[r]) + in_flight[r]
-                     for r in self.replicas}
-            self.pins[s.sid] = placement.choose(str(s.sid), self._head(s), loads, self.index, self.gate)
+            self.pins[s.sid] = placement.choose(str(s.sid), self._head(s), self.replicas, self.index, self.now)
+            self.index.placed(self.pins[s.sid], self._head(s), self.now)
+        else:
+            then, clock = self.last[s.sid]
+            moved = placement.move(str(s.sid), self.pins[s.sid], self._head(s), self.replicas, self.index,
+                                   self.now, self.now - then, clock)
+            if moved is not None:
+                self.pins[s.sid] = moved[0]
+                self.reasons[moved[1]] += 1
         replica = self.pins[s.sid]
-        self.live[replica].add(s.sid)
-        self.last[s.sid] = self.now
+        self.last[s.sid] = (self.now, self.index.clock(replica))
         return replica
 
     def answered(self, s, turn, replica, keys, cached, tokens):
         blocks = self._head(s)
-        self.index.routed(replica, blocks, tokens - cached)
+        self.index.routed(replica, blocks, tokens - cached, self.now)
         self.index.correct(replica, blocks, cached // PLACEMENT_BLOCK)
-
-    def ended(self, s):
-        self.live[self.pins.get(s.sid, "")].discard(s.sid)
 
 
 POLICIES = (SimpleShuffle, LeastBusy, SessionAffinity, HashRing, SGLang, Plugin)
