@@ -326,7 +326,7 @@ class Plugin(Policy):
     def route(self, s, turn, keys, in_flight):
         if s.sid not in self.pins:
             self.pins[s.sid] = placement.choose(str(s.sid), self._head(s), self.replicas, self.index, self.now)
-            self.index.placed(self.pins[s.sid], self._head(s), self.now)
+            self.index.placed(self.pins[s.sid], self._head(s), self.now, str(s.sid))
         else:
             then, clock = self.last[s.sid]
             moved = placement.move(str(s.sid), self.pins[s.sid], self._head(s), self.replicas, self.index,
@@ -334,13 +334,14 @@ class Plugin(Policy):
             if moved is not None:
                 self.pins[s.sid] = moved[0]
                 self.reasons[moved[1]] += 1
+                self.index.placed(moved[0], self._head(s), self.now, str(s.sid))
         replica = self.pins[s.sid]
         self.last[s.sid] = (self.now, self.index.clock(replica))
         return replica
 
     def answered(self, s, turn, replica, keys, cached, tokens):
         blocks = self._head(s)
-        self.index.routed(replica, blocks, tokens - cached, self.now)
+        self.index.routed(replica, blocks, tokens - cached, self.now, str(s.sid))
         self.index.correct(replica, blocks, cached // PLACEMENT_BLOCK)
 
 

@@ -250,13 +250,17 @@ class SessionAffinity:
         measured = classify.measure(usage)
         if measured is None:
             return
+        request: Mapping[str, Any] = kwargs
+        if not any(isinstance(kwargs.get(k), Mapping) for k in ("metadata", "litellm_metadata")):
+            request = ChainMap({k: params[k] for k in ("metadata", "litellm_metadata") if k in params}, kwargs)
+        session = self.session_of(request)
         blocks = head_blocks_of(kwargs)
         cached = measured.cached
         prefill = measured.prompt - (cached or 0)
         now, deployment = self.clock(), str(deployment)
 
         def update(index: placement.Index) -> None:
-            index.routed(deployment, blocks, prefill, now)
+            index.routed(deployment, blocks, prefill, now, session)
             if cached is not None:
                 index.correct(deployment, blocks, cached * CHARS_PER_TOKEN // placement.BLOCK_CHARS)
 
@@ -335,7 +339,7 @@ class SessionAffinity:
                 self.stats["affinity_unrecorded"] += 1
                 return chosen
             blocks = blocks_of()
-            await self._update_index(group, lambda ix: ix.placed(chosen, blocks, now), healthy)
+            await self._update_index(group, lambda ix: ix.placed(chosen, blocks, now, session), healthy)
             if pin:
                 self.stats["affinity_moves"] += 1
                 self.stats[f"affinity_moves_{reason}"] += 1

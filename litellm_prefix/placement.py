@@ -14,8 +14,10 @@ index of what each replica holds and how loaded it is, the gate's settings):
 2. **The index** (one JSON record per model group, ``Index.record``): per replica, the head
    blocks recently routed there, each with the replica's *clock* (prefill tokens routed to it
    so far) at its last use, and its *load*: requests routed there, decayed with a time
-   constant of ``load_seconds`` (a request rate, the same in every gateway process that
-   shares the record). A block is alive while fewer than ``cache_tokens`` tokens have been
+   constant of ``load_seconds`` (a request rate), plus ``session_weight`` for each session
+   that sent a request there in the last ``active_seconds`` (a session has at most one request
+   in flight, so balancing the sessions active now bounds each replica's in-flight peak, which
+   the rate alone does not). Every gateway process that shares the record sees the same. A block is alive while fewer than ``cache_tokens`` tokens have been
    routed to its replica since: an LRU cache of that size would still hold it. An answer whose
    ``cached_tokens`` show less than the index expected drops the blocks past what was proven
    (``correct``). The record is bounded (``BLOCKS_PER_REPLICA`` per replica, least recently
@@ -45,6 +47,7 @@ from typing import Any
 BLOCK_CHARS = 2048  # about 512 tokens
 MAX_BLOCKS = 64  # a head's first 128 KB of text: more never changes a decision
 BLOCKS_PER_REPLICA = 256  # block digests kept per replica (a few kinds' heads and recent sessions' tails)
+ACTIVE_PER_REPLICA = 512  # active sessions remembered per replica
 DIGEST_BYTES = 8
 
 
@@ -55,6 +58,8 @@ class Gate:
     relative_slack: float = 1.3  # times the mean load
     move_slack: float = 2.0  # an idle session's replica this far past the mean load: placed again
     load_seconds: float = 1800.0  # the time constant of the decayed request count
+    active_seconds: float = 120.0  # a session that sent a request this recently is active
+    session_weight: float = 10.0  # load of one active session, in requests of the decayed count
     idle_seconds: float = 300.0  # no request for this long: an idle boundary, where a move is cheap
     cache_tokens: int = 400_000  # what one replica's prefix cache holds, in tokens (LRU)
 
@@ -71,7 +76,8 @@ def head_blocks(head_text: str, block_chars: int = BLOCK_CHARS) -> tuple[str, ..
 
 
 class Index:
-    """One model group's record: replica -> {"k": clock, "l": load, "t": load time, "b": {digest: clock}}."""
+    """One model group's record: replica -> {"k": clock, "l": decayed requests, "t": their time,
+    "b": {block digest: clock at last use}, "a": {session tag: last request}}."""
 
     def __init__(self, gate: Gate = Gate(), record: Mapping[str, Any] | None = None) -> None:
         self.gate = gate
@@ -79,23 +85,34 @@ class Index:
         for name, r in ((record or {}).get("r") or {}).items():
             if isinstance(r, Mapping):
                 self.replicas[str(name)] = {"k": int(r.get("k", 0)), "l": float(r.get("l", 0.0)),
-                                            "t": float(r.get("t", 0.0)), "b": dict(r.get("b") or {})}
+                                            "t": float(r.get("t", 0.0)), "b": dict(r.get("b") or {}),
+                                            "a": dict(r.get("a") or {})}
 
     def record(self) -> dict[str, Any]:
         return {"r": self.replicas}
 
     def _replica(self, name: str) -> dict[str, Any]:
-        return self.replicas.setdefault(name, {"k": 0, "l": 0.0, "t": 0.0, "b": {}})
+        return self.replicas.setdefault(name, {"k": 0, "l": 0.0, "t": 0.0, "b": {}, "a": {}})
 
     def clock(self, replica: str) -> int:
         known = self.replicas.get(replica)
         return int(known["k"]) if known else 0
 
-    def load(self, replica: str, now: float) -> float:
+    def requests(self, replica: str, now: float) -> float:
+        """The replica's decayed request count."""
         known = self.replicas.get(replica)
         if not known:
             return 0.0
         return known["l"] * math.exp(-max(0.0, now - known["t"]) / self.gate.load_seconds)
+
+    def active(self, replica: str, now: float) -> int:
+        """Sessions that sent a request to the replica in the last ``active_seconds``."""
+        known = self.replicas.get(replica)
+        horizon = now - self.gate.active_seconds
+        return sum(1 for t in known["a"].values() if t > horizon) if known else 0
+
+    def load(self, replica: str, now: float) -> float:
+        return self.requests(replica, now) + self.gate.session_weight * self.active(replica, now)
 
     def loads(self, replicas: Iterable[str], now: float) -> dict[str, float]:
         return {r: self.load(r, now) for r in replicas}
@@ -113,16 +130,30 @@ class Index:
             n += 1
         return n
 
-    def placed(self, replica: str, blocks: Sequence[str], now: float) -> None:
+    def placed(self, replica: str, blocks: Sequence[str], now: float, session: str | None = None) -> None:
         """A session with this head was placed there: one request's worth of load, and its head
         expected there, before its first answer (so a burst of new sessions sees each other)."""
-        self.routed(replica, blocks, 0, now)
+        for name, other in self.replicas.items():  # a moved session is active only where it went
+            if name != replica and session is not None:
+                other["a"].pop(_tag(session), None)
+        self.routed(replica, blocks, 0, now, session)
 
-    def routed(self, replica: str, blocks: Sequence[str], prefill_tokens: int, now: float) -> None:
-        """A request with this head was answered by ``replica`` after prefilling ``prefill_tokens``."""
+    def routed(self, replica: str, blocks: Sequence[str], prefill_tokens: int, now: float,
+               session: str | None = None) -> None:
+        """A request of ``session`` with this head was answered by ``replica`` after prefilling
+        ``prefill_tokens``."""
         known = self._replica(replica)
-        known["l"], known["t"] = self.load(replica, now) + 1.0, now
+        known["l"], known["t"] = self.requests(replica, now) + 1.0, now
         known["k"] += max(0, int(prefill_tokens))
+        active = known["a"]
+        if session is not None:
+            active.pop(_tag(session), None)
+            active[_tag(session)] = now
+        horizon = now - self.gate.active_seconds
+        for tag in [t for t, at in active.items() if at <= horizon]:
+            del active[tag]
+        while len(active) > ACTIVE_PER_REPLICA:
+            active.pop(next(iter(active)))
         held = known["b"]
         for digest in blocks:
             held.pop(digest, None)  # re-inserted: most recently used last
@@ -144,6 +175,10 @@ class Index:
         for name in gone:
             del self.replicas[name]
         return gone
+
+
+def _tag(session: str) -> str:
+    return hashlib.blake2b(session.encode(), digest_size=6).hexdigest()
 
 
 def _spread(session: str, replica: str) -> str:

@@ -37,7 +37,8 @@ def request(i: int, **extra) -> dict:
 
 def make(mode: str = "always", store=None, clock=None, events=None) -> SessionAffinity:
     settings = Settings(path_check="absolute", session_affinity=mode)
-    return SessionAffinity(store or MemoryStore(1000, 3600), Counter(), lambda: settings, 3600,
+    store = store if store is not None else MemoryStore(1000, 3600)  # an empty MemoryStore is falsy
+    return SessionAffinity(store, Counter(), lambda: settings, 3600,
                            clock=clock or Clock(), report=(events.append if events is not None else None))
 
 
