@@ -22,8 +22,10 @@ Policies, on the same trace:
   imbalanced (max - min in-flight > 64 and max > 1.5 x min) the least loaded worker; else the
   worker with the best prefix match if its match rate exceeds 0.5, else the worker with the
   smallest tree;
-- ``plugin``: this package: sessions pinned; a new session placed by ``placement.choose``
-  (head-block index corrected by each answer's cached tokens, load gate), requests stabilized.
+- ``plugin``: this package, through the same ``litellm_prefix.placement`` code the gateway's
+  ``affinity.py`` runs: a new session placed by ``placement.choose`` (head-block index
+  corrected by each answer's cached tokens, load gate), a live one moved only by
+  ``placement.move`` at an idle boundary; requests stabilized.
 
 Two readings: **as deployed** (every router but the plugin sees the client's own bytes) and
 **placement only** (every policy on the stabilized requests). Reported per policy:

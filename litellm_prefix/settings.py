@@ -218,6 +218,8 @@ class _Keys(BaseModel):
     placement_move_slack: float = Field(default=2.0, ge=1.0)
     placement_load_seconds: float = Field(default=1800.0, gt=0)
     placement_idle_seconds: float = Field(default=300.0, gt=0)
+    placement_active_seconds: float = Field(default=120.0, gt=0)
+    placement_session_weight: float = Field(default=10.0, ge=0)
     placement_cache_tokens: int = Field(default=400_000, gt=0)
 
     @field_validator("profiles")
@@ -304,6 +306,8 @@ ENV_VARS: dict[str, str] = {
     "placement_move_slack": "LITELLM_PREFIX_PLACEMENT_MOVE_SLACK",
     "placement_load_seconds": "LITELLM_PREFIX_PLACEMENT_LOAD_SECONDS",
     "placement_idle_seconds": "LITELLM_PREFIX_PLACEMENT_IDLE_SECONDS",
+    "placement_active_seconds": "LITELLM_PREFIX_PLACEMENT_ACTIVE_SECONDS",
+    "placement_session_weight": "LITELLM_PREFIX_PLACEMENT_SESSION_WEIGHT",
     "placement_cache_tokens": "LITELLM_PREFIX_PLACEMENT_CACHE_TOKENS",
 }
 # Environment values for list keys are comma-separated.

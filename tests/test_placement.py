@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import random
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from harness.agent_requests import claude_code_prompt
@@ -174,3 +175,18 @@ async def test_two_gateway_processes_over_one_redis_agree(redis_server):
     a, b = (make(store=build_store(settings, Counter())[0], clock=clock) for _ in range(2))
     await _two_processes_place_alike(a, b, make(clock=clock))
     assert a.stats["affinity_unrecorded"] == b.stats["affinity_unrecorded"] == 0
+
+
+def test_the_fleet_example_configs_are_four_replicas_with_affinity_and_the_default_placement():
+    import yaml
+
+    config_dir = Path(__file__).resolve().parent.parent / "config"
+    config = yaml.safe_load((config_dir / "proxy.fleet.yaml").read_text())
+    assert Counter(m["model_name"] for m in config["model_list"]) == {"local": 4}
+    assert len({m["model_info"]["id"] for m in config["model_list"]}) == 4
+    assert config["router_settings"]["optional_pre_call_checks"] == ["session_affinity"]
+    settings = Settings(**json.loads((config_dir / "litellm-prefix.fleet.json").read_text()))
+    assert settings.store.startswith("redis://")
+    for name in Settings.model_fields:  # the example spells out the defaults the benchmark chose
+        if name.startswith("placement_"):
+            assert getattr(settings, name) == Settings.model_fields[name].default, name
