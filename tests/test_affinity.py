@@ -5,6 +5,7 @@ import asyncio
 import json
 import sys
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -249,6 +250,15 @@ def test_sdk_router_keeps_sessions_on_balanced_deployments(monkeypatch):
         where = asyncio.run(run())
         assert all(len(set(v)) == 1 for v in where.values()), where
         assert Counter(v[0] for v in where.values()) == {"dep-0": 4, "dep-1": 4}
+        # Every answer reached the placement index through the success callback (LiteLLM runs it
+        # as a task after the call returns: wait for the last one): 8 placements, 24 answers.
+        for _ in range(100):
+            index = asyncio.run(callback.affinity.index("pool"))[0]
+            if sum(r["l"] for r in index.replicas.values()) > 31.9:
+                break
+            time.sleep(0.05)
+        assert set(index.replicas) == {"dep-0", "dep-1"} and sum(r["l"] for r in index.replicas.values()) > 31.9
+        assert all(r["k"] > 0 for r in index.replicas.values())  # prefilled tokens counted
         bodies = [json.loads(r["body"]) for s in servers for r in s.RequestHandlerClass.state.records]
         assert len(bodies) == 24 and all(b["prompt_cache_key"].startswith("lp-") for b in bodies)
     finally:
