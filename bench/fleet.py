@@ -22,8 +22,10 @@ Policies, on the same trace:
   imbalanced (max - min in-flight > 64 and max > 1.5 x min) the least loaded worker; else the
   worker with the best prefix match if its match rate exceeds 0.5, else the worker with the
   smallest tree;
-- ``plugin``: this package: sessions pinned; a new session placed by ``placement.choose``
-  (head-block index corrected by each answer's cached tokens, load gate), requests stabilized.
+- ``plugin``: this package, through the same ``litellm_prefix.placement`` code the gateway's
+  ``affinity.py`` runs: a new session placed by ``placement.choose`` (head-block index
+  corrected by each answer's cached tokens, load gate), a live one moved only by
+  ``placement.move`` at an idle boundary; requests stabilized.
 
 Two readings: **as deployed** (every router but the plugin sees the client's own bytes) and
 **placement only** (every policy on the stabilized requests). Reported per policy:
@@ -295,7 +297,9 @@ class SGLang(Policy):
 
 
 class Plugin(Policy):
-    """This package's placement (``litellm_prefix.placement``) on stabilized requests."""
+    """This package's placement (``litellm_prefix.placement``, the code ``affinity.py`` runs) on
+    stabilized requests: a new session placed by ``placement.choose``, a live one moved only by
+    ``placement.move`` at an idle boundary, the index fed each answer's cached tokens."""
 
     name = "plugin"
     stabilized = True
@@ -305,14 +309,14 @@ class Plugin(Policy):
         self.gate = gate or placement.Gate(cache_tokens=engine_tokens)
         self.index = placement.Index(self.gate)
         self.pins: dict[int, str] = {}
-        self.live: dict[str, set[int]] = defaultdict(set)
-        self.last: dict[int, float] = {}  # session -> when it last sent a request
+        self.last: dict[int, tuple[float, int]] = {}  # session -> (its last request, its replica's clock then)
         self.heads: dict[int, tuple[str, ...]] = {}
+        self.reasons: dict[str, int] = defaultdict(int)
         self.now = 0.0
 
     def _head(self, s: Session) -> tuple[str, ...]:
         if s.sid not in self.heads:
-            digests, running, done = [], hashlib.blake2b(digest_size=12), 0
+            digests, running, done = [], hashlib.blake2b(digest_size=placement.DIGEST_BYTES), 0
             for piece, length in s.head_pieces(True):
                 running.update(f"{piece}:{length};".encode())
                 done += length
@@ -323,22 +327,24 @@ class Plugin(Policy):
 
     def route(self, s, turn, keys, in_flight):
         if s.sid not in self.pins:
-            recent = self.now - self.gate.active_seconds
-            loads = {r: sum(self.last.get(sid, recent) > recent for sid in self.live[r]) + in_flight[r]
-                     for r in self.replicas}
-            self.pins[s.sid] = placement.choose(str(s.sid), self._head(s), loads, self.index, self.gate)
+            self.pins[s.sid] = placement.choose(str(s.sid), self._head(s), self.replicas, self.index, self.now)
+            self.index.placed(self.pins[s.sid], self._head(s), self.now, str(s.sid))
+        else:
+            then, clock = self.last[s.sid]
+            moved = placement.move(str(s.sid), self.pins[s.sid], self._head(s), self.replicas, self.index,
+                                   self.now, self.now - then, clock)
+            if moved is not None:
+                self.pins[s.sid] = moved[0]
+                self.reasons[moved[1]] += 1
+                self.index.placed(moved[0], self._head(s), self.now, str(s.sid))
         replica = self.pins[s.sid]
-        self.live[replica].add(s.sid)
-        self.last[s.sid] = self.now
+        self.last[s.sid] = (self.now, self.index.clock(replica))
         return replica
 
     def answered(self, s, turn, replica, keys, cached, tokens):
         blocks = self._head(s)
-        self.index.routed(replica, blocks, tokens - cached)
+        self.index.routed(replica, blocks, tokens - cached, self.now, str(s.sid))
         self.index.correct(replica, blocks, cached // PLACEMENT_BLOCK)
-
-    def ended(self, s):
-        self.live[self.pins.get(s.sid, "")].discard(s.sid)
 
 
 POLICIES = (SimpleShuffle, LeastBusy, SessionAffinity, HashRing, SGLang, Plugin)

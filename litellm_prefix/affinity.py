@@ -11,13 +11,16 @@ and each deployment has its own cache. Two halves keep a session in one place:
    (it ignores ids the proxy generated itself: those are replaced).
 2. **Placement** (``SessionAffinity.filter``, the callback's ``async_filter_deployments``,
    which LiteLLM's router calls for every callback, proxy and SDK ``Router`` alike): a pinned
-   session goes to its deployment; a new session goes to the deployment with the fewest
-   pins (LiteLLM's own first placement is random, and 8 sessions on 2 deployments often
-   split 5/3); a session whose deployment is unhealthy, cooling down or was excluded after a
-   failure moves once, to the least-loaded healthy deployment, which becomes its new pin
-   (logged and counted as an expected cache miss; the call itself never fails for it).
-   Pins and per-deployment counts live in the plugin's store (memory, or Redis shared by
-   proxy replicas), written by compare-and-set.
+   session goes to its deployment; a new session goes where ``placement.choose`` says (the
+   deployment most likely holding its head, within the load gate; LiteLLM's own first
+   placement is random); a session whose deployment is unhealthy, cooling down or was
+   excluded after a failure moves at once (``failed``), and a session back from an idle
+   gap moves where ``placement.move`` says (``expired``, ``overloaded``). Every move is an
+   ``affinity_move`` event with its reason and becomes the session's new pin (the call
+   itself never fails for it). Pins and one placement index per model group
+   (``placement.Index``: head blocks and decayed request counts per deployment, fed each
+   answer's ``cached_tokens`` by ``answered``, the success callback's half) live in the
+   plugin's store (memory, or Redis shared by gateway processes), written by compare-and-set.
 
 ``sessionAffinity``: ``router`` (default) places sessions for the model groups where the
 router's ``session_affinity`` check is on; ``always`` for every group with more than one
@@ -34,8 +37,9 @@ from collections import ChainMap
 from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any
 
-from . import wire
+from . import placement, wire
 from .context import Recent
+from .measure import classify
 from .session import identify, scoped_key, tenant_of
 from .store import Store
 
@@ -46,6 +50,8 @@ GENERATED = "litellm_session_id_generated"
 SAVE_ATTEMPTS = 4
 # How long a deployment that just failed a call is avoided for placement by this process.
 FAILED_SECONDS = 30.0
+# Cached tokens to head characters, for ``placement.Index.correct`` (a rough tokenizer ratio).
+CHARS_PER_TOKEN = 4
 
 
 # -- identity ----------------------------------------------------------------------
@@ -103,6 +109,24 @@ def give_session_id(data: MutableMapping[str, Any], key: str, call_type: Any = N
 # -- placement ---------------------------------------------------------------------
 
 
+def head_blocks_of(request: Mapping[str, Any], call_type: Any = None) -> tuple[str, ...]:
+    """``placement.head_blocks`` of the request's head: its system text, then its tool list."""
+    adapter = wire.wire_for(request, call_type)
+    if adapter is None:
+        return ()
+    view = adapter.read(request)
+    tools = json.dumps(list(view.tools or ()), sort_keys=True, separators=(",", ":"), default=str)
+    return placement.head_blocks("\n".join(view.head) + "\n" + tools)
+
+
+def gate_of(settings: Any) -> placement.Gate:
+    return placement.Gate(
+        absolute_slack=settings.placement_absolute_slack, relative_slack=settings.placement_relative_slack,
+        move_slack=settings.placement_move_slack, load_seconds=settings.placement_load_seconds,
+        idle_seconds=settings.placement_idle_seconds, active_seconds=settings.placement_active_seconds,
+        session_weight=settings.placement_session_weight, cache_tokens=settings.placement_cache_tokens)
+
+
 def _deployment_id(deployment: Any) -> str | None:
     info = deployment.get("model_info") if isinstance(deployment, Mapping) else None
     value = info.get("id") if isinstance(info, Mapping) else None
@@ -140,11 +164,6 @@ def _router_session_affinity(model_group: str) -> bool:
             elif getattr(callback, "enable_session_id_affinity", False):
                 return True
     return False
-
-
-def _rank(session: str, deployment_id: str) -> str:
-    """Tie-break between equally loaded deployments: deterministic, spread by session."""
-    return hashlib.sha256(f"{session}\x00{deployment_id}".encode()).hexdigest()
 
 
 class SessionAffinity:
@@ -189,7 +208,14 @@ class SessionAffinity:
             return deployments
         now = self.clock()
         healthy = sorted(d for d in by_id if self._failed_until.get(d, 0.0) <= now) or sorted(by_id)
-        chosen = await self._place(model_group, session, healthy)
+        blocks: list[tuple[str, ...]] = []
+
+        def blocks_of() -> tuple[str, ...]:  # read once, only where placement needs the head
+            if not blocks:
+                blocks.append(head_blocks_of(request))
+            return blocks[0]
+
+        chosen = await self._place(model_group, session, healthy, blocks_of)
         return [by_id[chosen]] if chosen in by_id else deployments
 
     def record_failure(self, request: Mapping[str, Any], exception: BaseException) -> None:
@@ -207,80 +233,130 @@ class SessionAffinity:
             self._failed_until[deployment_id] = self.clock() + FAILED_SECONDS
             self.stats["affinity_deployment_failures"] += 1
 
-    # Pins: "affinity:pin:<hash(group, session)>" -> {"d": deployment id, "t": last refresh};
-    # counts: "affinity:load:<hash(group)>" -> {"w": window, "c": {deployment id: sessions pinned
-    # in this window}, "p": {... in the previous one}}; a window is one pin lifetime (sessionTtlSeconds).
+    async def answered(self, kwargs: Mapping[str, Any], response: Any) -> None:
+        """The success callback's half: the deployment that answered, the tokens it prefilled and
+        the ``cached_tokens`` it proved go into the model group's placement index."""
+        slo = kwargs.get("standard_logging_object")
+        slo = slo if isinstance(slo, Mapping) else {}
+        params = kwargs.get("litellm_params")
+        params = params if isinstance(params, Mapping) else {}
+        meta = params.get("metadata")
+        meta = meta if isinstance(meta, Mapping) else {}
+        group = slo.get("model_group") or meta.get("model_group")
+        deployment = slo.get("model_id") or _deployment_id(params)
+        if not group or deployment is None or not self.active(str(group)):
+            return
+        usage = (slo.get("metadata") or {}).get("usage_object") if isinstance(slo.get("metadata"), Mapping) else None
+        if not usage:
+            usage = response.get("usage") if isinstance(response, Mapping) else getattr(response, "usage", None)
+        measured = classify.measure(usage)
+        if measured is None:
+            return
+        request: Mapping[str, Any] = kwargs
+        if not any(isinstance(kwargs.get(k), Mapping) for k in ("metadata", "litellm_metadata")):
+            request = ChainMap({k: params[k] for k in ("metadata", "litellm_metadata") if k in params}, kwargs)
+        session = self.session_of(request)
+        blocks = head_blocks_of(kwargs)
+        cached = measured.cached
+        prefill = measured.prompt - (cached or 0)
+        now, deployment = self.clock(), str(deployment)
+
+        def update(index: placement.Index) -> None:
+            index.routed(deployment, blocks, prefill, now, session)
+            if cached is not None:
+                index.correct(deployment, blocks, cached * CHARS_PER_TOKEN // placement.BLOCK_CHARS)
+
+        await self._update_index(str(group), update, (deployment,))
+
+    # Pins: "affinity:pin:<hash(group, session)>" -> {"d": deployment id, "t": last refresh, "k": the
+    # deployment's index clock then}; the placement index: "affinity:place:<hash(group)>" ->
+    # placement.Index.record() plus {"s": {deployment id: when last offered or answering}}.
 
     def _pin_key(self, group: str, session: str) -> str:
         return "affinity:pin:" + hashlib.sha256(f"{group}\x00{session}".encode()).hexdigest()[:32]
 
-    def _load_key(self, group: str) -> str:
-        return "affinity:load:" + hashlib.sha256(group.encode()).hexdigest()[:32]
+    def _index_key(self, group: str) -> str:
+        return "affinity:place:" + hashlib.sha256(group.encode()).hexdigest()[:32]
 
-    async def _place(self, group: str, session: str, healthy: list[str]) -> str | None:
+    async def index(self, group: str) -> tuple[placement.Index, Any]:
+        """The model group's placement index as stored (and the ``Loaded`` to save it back by)."""
+        loaded = await self.store.load(self._index_key(group))
+        record = json.loads(loaded.journal) if loaded.journal else {}
+        return placement.Index(gate_of(self.settings_of()), record), loaded
+
+    async def _update_index(self, group: str, change: Any, seen: Sequence[str]) -> None:
+        """Apply ``change`` to the stored index by compare-and-set. Deployments in ``seen`` are
+        marked present; one neither offered by the router nor answering for ``load_seconds`` (removed
+        from the group, or long unhealthy) is forgotten with all its entries."""
+        key = self._index_key(group)
+        for _ in range(SAVE_ATTEMPTS * 2):
+            loaded = await self.store.load(key)
+            record = json.loads(loaded.journal) if loaded.journal else {}
+            index = placement.Index(gate_of(self.settings_of()), record)
+            now = self.clock()
+            present = {str(d): float(t) for d, t in (record.get("s") or {}).items()}
+            present.update({d: now for d in seen})
+            change(index)
+            present.update({d: now for d in index.replicas if d not in present})
+            gone = {d for d, t in present.items() if now - t > index.gate.load_seconds}
+            index.keep_only(d for d in present if d not in gone)
+            out = index.record()
+            out["s"] = {d: t for d, t in present.items() if d not in gone}
+            if gone:
+                self.stats["affinity_replicas_forgotten"] += len(gone)
+            if await self.store.save(key, loaded, json.dumps(out, sort_keys=True, separators=(",", ":"))) is not False:
+                return
+        self.stats["affinity_index_conflicts"] += 1
+
+    async def _place(self, group: str, session: str, healthy: list[str], blocks_of: Any) -> str | None:
         pin_key = self._pin_key(group, session)
         for _ in range(SAVE_ATTEMPTS):
             loaded = await self.store.load(pin_key)
             pin = json.loads(loaded.journal) if loaded.journal else None
             now = self.clock()
+            gate = gate_of(self.settings_of())
+            reason = None
             if pin and pin.get("d") in healthy:
-                if now - float(pin.get("t", 0)) > self.ttl / 4:  # keep an active pin alive
-                    await self.store.save(pin_key, loaded, json.dumps({"d": pin["d"], "t": now}))
-                return pin["d"]
-            chosen = await self._least_loaded(group, session, healthy)
-            saved = await self.store.save(pin_key, loaded, json.dumps({"d": chosen, "t": now}))
+                idle = now - float(pin.get("t", 0))
+                if idle <= min(self.ttl / 4, gate.idle_seconds / 4):
+                    return pin["d"]
+                index, _ = await self.index(group)
+                moved = placement.move(session, pin["d"], blocks_of(), healthy, index, now, idle, pin.get("k"))
+                if moved is None:  # keep an active pin alive, and its clock for the next idle boundary
+                    await self.store.save(pin_key, loaded, json.dumps({"d": pin["d"], "t": now,
+                                                                       "k": index.clock(pin["d"])}))
+                    return pin["d"]
+                chosen, reason = moved
+            else:
+                index, _ = await self.index(group)
+                chosen = placement.choose(session, blocks_of(), healthy, index, now)
+                if pin:
+                    reason = "failed"
+            saved = await self.store.save(pin_key, loaded, json.dumps({"d": chosen, "t": now,
+                                                                       "k": index.clock(chosen)}))
             if saved is False:
                 self.stats["affinity_pin_conflicts"] += 1
                 continue  # another request of this session placed it first: follow that pin
             if saved is None:  # no store answered: this call goes there, unrecorded
                 self.stats["affinity_unrecorded"] += 1
                 return chosen
-            await self._count(group, chosen, +1, moved_from=pin.get("d") if pin else None)
+            blocks = blocks_of()
+            await self._update_index(group, lambda ix: ix.placed(chosen, blocks, now, session), healthy)
             if pin:
                 self.stats["affinity_moves"] += 1
-                self.stats["expected_cache_misses"] += 1
+                self.stats[f"affinity_moves_{reason}"] += 1
+                if reason != "expired":
+                    self.stats["expected_cache_misses"] += 1
                 logger.warning(
-                    "litellm-prefix: session %s moved from deployment %s to %s in model group %s (its deployment "
-                    "is unhealthy, cooling down or failed this call): expected cache miss, new pin",
-                    session[:16], pin.get("d"), chosen, group,
+                    "litellm-prefix: session %s moved from deployment %s to %s in model group %s (%s): new pin",
+                    session[:16], pin.get("d"), chosen, group, reason,
                 )
                 if self.report is not None:
                     self.report({"event": "affinity_move", "session": session[:16], "model_group": group,
-                                 "from": pin.get("d"), "to": chosen, "expected_cache_miss": True})
+                                 "from": pin.get("d"), "to": chosen, "reason": reason,
+                                 "expected_cache_miss": reason != "expired"})
             else:
                 self.stats["affinity_new_pins"] += 1
             return chosen
         self.stats["affinity_gave_up"] += 1
         return None
-
-    def _live_counts(self, record: Mapping[str, Any], now: float) -> tuple[int, dict, dict]:
-        """(window, this window's pins, the previous window's) per deployment: pins older than two
-        pin lifetimes are forgotten, so a deployment added later is not flooded with new sessions."""
-        window = int(now // self.ttl)
-        if record.get("w") == window:
-            return window, dict(record.get("c", {})), dict(record.get("p", {}))
-        if record.get("w") == window - 1:
-            return window, {}, dict(record.get("c", {}))
-        return window, {}, {}
-
-    async def _least_loaded(self, group: str, session: str, healthy: list[str]) -> str:
-        loaded = await self.store.load(self._load_key(group))
-        _, current, previous = self._live_counts(json.loads(loaded.journal) if loaded.journal else {}, self.clock())
-        return min(healthy, key=lambda d: (current.get(d, 0) + previous.get(d, 0), _rank(session, d)))
-
-    async def _count(self, group: str, chosen: str, delta: int, moved_from: str | None) -> None:
-        key = self._load_key(group)
-        for _ in range(SAVE_ATTEMPTS * 2):
-            loaded = await self.store.load(key)
-            window, current, previous = self._live_counts(
-                json.loads(loaded.journal) if loaded.journal else {}, self.clock())
-            current[chosen] = current.get(chosen, 0) + delta
-            if moved_from is not None:
-                for counts in (current, previous):
-                    if counts.get(moved_from, 0) > 0:
-                        counts[moved_from] -= 1
-                        break
-            record = {"w": window, "c": current, "p": previous}
-            if await self.store.save(key, loaded, json.dumps(record, sort_keys=True)) is not False:
-                return
-        self.stats["affinity_count_conflicts"] += 1

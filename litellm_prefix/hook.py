@@ -338,3 +338,7 @@ class PrefixStabilizer(CustomLogger):
             self.core.completed(kwargs, response_obj)
         except Exception:  # the success path never raises into LiteLLM
             pass
+        try:  # the answering deployment and its cached tokens feed placement (affinity.py)
+            await self.affinity.answered(kwargs, response_obj)
+        except Exception as exc:
+            logger.warning("litellm-prefix: placement index not updated (%s)", type(exc).__name__)

@@ -1,132 +1,221 @@
-"""Where a new session goes: the replica most likely to hold its head, unless that one is loaded.
+"""Where a session goes: the replica most likely to hold its head, unless that one is loaded.
 
 Coding-agent sessions of one kind share most of their head (an agent's system prompt and
 tools: 8-20k tokens), and an engine with prefix caching (vLLM, SGLang, llama.cpp) reuses it
-across the sessions it serves. Placing sessions by load alone (fewest pins) prefills each
-kind's head on every replica; placing them by cache alone piles one kind onto one replica.
-This module decides between the two, as pure functions of (the session's head blocks, the
-replicas' loads, an approximate index of what each replica holds, settings):
+across the sessions it serves. Placing sessions by load alone prefills each kind's head on
+every replica; placing them by cache alone piles one kind onto one replica. This module
+decides between the two, as pure functions of (the session's head blocks, an approximate
+index of what each replica holds and how loaded it is, the gate's settings):
 
 1. **Head blocks.** A request's head (system text, then the tool list) is cut into blocks of
    ``BLOCK_CHARS`` characters; block *i*'s digest covers the whole head up to its end, so two
    heads share block *i* only when they share everything before it (the way vLLM chains its
-   block hashes). ``head_blocks`` returns those digests, cheapest first.
-2. **The index.** Per replica, the head-block digests recently routed there, each with the
-   replica's *clock* (prefill tokens routed to it so far) at its last use. An entry is alive
-   while fewer than ``cache_tokens`` tokens have been routed to that replica since: an LRU
-   cache of that size would still hold it. An answer whose ``cached_tokens`` show less than
-   the index expected drops the replica's entries past what was proven (``correct``). The
-   index is bounded per replica (least recently used out first) and forgets replicas that
-   are gone.
+   block hashes). ``head_blocks`` returns those digests.
+2. **The index** (one JSON record per model group, ``Index.record``): per replica, the head
+   blocks recently routed there, each with the replica's *clock* (prefill tokens routed to it
+   so far) at its last use, and its *load*: requests routed there, decayed with a time
+   constant of ``load_seconds`` (a request rate), plus ``session_weight`` for each session
+   that sent a request there in the last ``active_seconds`` (a session has at most one request
+   in flight, so balancing the sessions active now bounds each replica's in-flight peak, which
+   the rate alone does not). Every gateway process that shares the record sees the same. A block is alive while fewer than ``cache_tokens`` tokens have been
+   routed to its replica since: an LRU cache of that size would still hold it. An answer whose
+   ``cached_tokens`` show less than the index expected drops the blocks past what was proven
+   (``correct``). The record is bounded (``BLOCKS_PER_REPLICA`` per replica, least recently
+   used out first) and forgets replicas no longer in the group (``keep_only``).
 3. **The gate** (in the spirit of SGLang's router: an absolute and a relative imbalance): the
-   replicas whose load (sessions pinned there that sent a request in the last
-   ``active_seconds``, plus requests in flight) is within
-   ``absolute_slack`` of the least loaded one, or within ``relative_slack`` times the mean,
-   are eligible; among them the one with the longest live head match wins, ties to the least
-   loaded, then a hash of the session (deterministic, spread). A session whose head no
-   replica holds goes to the least loaded.
+   replicas whose load is within ``absolute_slack`` of the least loaded one, or within
+   ``relative_slack`` times the mean, are eligible; among them the one with the longest live
+   head match wins, ties to the least loaded, then a hash of the session (deterministic,
+   spread). A head no eligible replica holds goes to the least loaded.
+4. **Moves** (``move``). A live session stays put. At an idle boundary (no request for
+   ``idle_seconds``) it is placed again when its replica's cache has likely dropped its
+   prefix anyway (``expired``: ``cache_tokens`` routed there since its last request), or when
+   its replica's load is past ``move_slack`` times the mean (``overloaded``); a failed
+   replica moves it at once (``affinity``).
 
-A live session never moves for placement: only a failed replica moves it (``affinity``).
+bench/fleet.py runs this module's code as its ``plugin`` policy; the defaults are the ones it
+measured (README, "Running a fleet").
 """
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 BLOCK_CHARS = 2048  # about 512 tokens
 MAX_BLOCKS = 64  # a head's first 128 KB of text: more never changes a decision
-INDEX_PER_REPLICA = 4096  # block digests kept per replica
+BLOCKS_PER_REPLICA = 256  # block digests kept per replica (a few kinds' heads and recent sessions' tails)
+ACTIVE_PER_REPLICA = 512  # active sessions remembered per replica
+DIGEST_BYTES = 8
 
 
 @dataclass(frozen=True, slots=True)
 class Gate:
-    # A replica is eligible while its load is within absolute_slack of the least loaded one or
-    # within relative_slack times the mean (bench/fleet.py: 8 replicas, 200 sessions, seeds 1-3).
-    absolute_slack: float = 3.0  # sessions
-    relative_slack: float = 1.75  # times the mean load
-    cache_tokens: int = 2_000_000  # what one replica's prefix cache holds, in tokens (LRU)
-    active_seconds: float = 300.0  # a pinned session counts as load while it sent a request this recently
+    # bench/fleet.py, 8 replicas, 200 sessions, seeds 1-3 (README "Running a fleet").
+    absolute_slack: float = 2.0  # requests per load_seconds above the least loaded replica
+    relative_slack: float = 1.3  # times the mean load
+    move_slack: float = 2.0  # an idle session's replica this far past the mean load: placed again
+    load_seconds: float = 1800.0  # the time constant of the decayed request count
+    active_seconds: float = 120.0  # a session that sent a request this recently is active
+    session_weight: float = 10.0  # load of one active session, in requests of the decayed count
+    idle_seconds: float = 300.0  # no request for this long: an idle boundary, where a move is cheap
+    cache_tokens: int = 400_000  # what one replica's prefix cache holds, in tokens (LRU)
 
 
 def head_blocks(head_text: str, block_chars: int = BLOCK_CHARS) -> tuple[str, ...]:
-    """Chained digests of the head's blocks: block i's digest stands for head_text[:end of block i]."""
+    """Chained digests of the head's full blocks: block i's digest stands for head_text[:end of
+    block i]. A head shorter than one block has none: too short to be worth placing by."""
     digests = []
-    running = hashlib.blake2b(digest_size=12)
-    for start in range(0, min(len(head_text), block_chars * MAX_BLOCKS), block_chars):
+    running = hashlib.blake2b(digest_size=DIGEST_BYTES)
+    for start in range(0, min(len(head_text) // block_chars, MAX_BLOCKS) * block_chars, block_chars):
         running.update(head_text[start:start + block_chars].encode("utf-8", "surrogatepass"))
         digests.append(running.copy().hexdigest())
     return tuple(digests)
 
 
-@dataclass
-class Replica:
-    """What the index knows of one replica: block digest -> the replica clock at its last use."""
-
-    clock: int = 0  # prefill tokens routed here so far
-    blocks: dict[str, int] | None = None
-
-    def __post_init__(self) -> None:
-        if self.blocks is None:
-            self.blocks = {}
-
-
 class Index:
-    """Per replica, the head blocks recently routed there (see the module text)."""
+    """One model group's record: replica -> {"k": clock, "l": decayed requests, "t": their time,
+    "b": {block digest: clock at last use}, "a": {session tag: last request}}."""
 
-    def __init__(self, gate: Gate = Gate()) -> None:
+    def __init__(self, gate: Gate = Gate(), record: Mapping[str, Any] | None = None) -> None:
         self.gate = gate
-        self.replicas: dict[str, Replica] = {}
+        self.replicas: dict[str, dict[str, Any]] = {}
+        for name, r in ((record or {}).get("r") or {}).items():
+            if isinstance(r, Mapping):
+                self.replicas[str(name)] = {"k": int(r.get("k", 0)), "l": float(r.get("l", 0.0)),
+                                            "t": float(r.get("t", 0.0)), "b": dict(r.get("b") or {}),
+                                            "a": dict(r.get("a") or {})}
+
+    def record(self) -> dict[str, Any]:
+        return {"r": self.replicas}
+
+    def _replica(self, name: str) -> dict[str, Any]:
+        return self.replicas.setdefault(name, {"k": 0, "l": 0.0, "t": 0.0, "b": {}, "a": {}})
+
+    def clock(self, replica: str) -> int:
+        known = self.replicas.get(replica)
+        return int(known["k"]) if known else 0
+
+    def requests(self, replica: str, now: float) -> float:
+        """The replica's decayed request count."""
+        known = self.replicas.get(replica)
+        if not known:
+            return 0.0
+        return known["l"] * math.exp(-max(0.0, now - known["t"]) / self.gate.load_seconds)
+
+    def active(self, replica: str, now: float) -> int:
+        """Sessions that sent a request to the replica in the last ``active_seconds``."""
+        known = self.replicas.get(replica)
+        horizon = now - self.gate.active_seconds
+        return sum(1 for t in known["a"].values() if t > horizon) if known else 0
+
+    def load(self, replica: str, now: float) -> float:
+        return self.requests(replica, now) + self.gate.session_weight * self.active(replica, now)
+
+    def loads(self, replicas: Iterable[str], now: float) -> dict[str, float]:
+        return {r: self.load(r, now) for r in replicas}
 
     def match(self, replica: str, blocks: Sequence[str]) -> int:
         """How many of the head's leading blocks the replica most likely still holds."""
         known = self.replicas.get(replica)
-        if known is None:
+        if not known:
             return 0
         n = 0
         for digest in blocks:
-            used = known.blocks.get(digest)
-            if used is None or known.clock - used >= self.gate.cache_tokens:
+            used = known["b"].get(digest)
+            if used is None or known["k"] - used >= self.gate.cache_tokens:
                 break
             n += 1
         return n
 
-    def routed(self, replica: str, blocks: Sequence[str], prefill_tokens: int) -> None:
-        """A request with this head went to ``replica`` and prefilled about ``prefill_tokens``."""
-        known = self.replicas.setdefault(replica, Replica())
-        known.clock += max(0, int(prefill_tokens))
+    def placed(self, replica: str, blocks: Sequence[str], now: float, session: str | None = None) -> None:
+        """A session with this head was placed there: one request's worth of load, and its head
+        expected there, before its first answer (so a burst of new sessions sees each other)."""
+        for name, other in self.replicas.items():  # a moved session is active only where it went
+            if name != replica and session is not None:
+                other["a"].pop(_tag(session), None)
+        self.routed(replica, blocks, 0, now, session)
+
+    def routed(self, replica: str, blocks: Sequence[str], prefill_tokens: int, now: float,
+               session: str | None = None) -> None:
+        """A request of ``session`` with this head was answered by ``replica`` after prefilling
+        ``prefill_tokens``."""
+        known = self._replica(replica)
+        known["l"], known["t"] = self.requests(replica, now) + 1.0, now
+        known["k"] += max(0, int(prefill_tokens))
+        active = known["a"]
+        if session is not None:
+            active.pop(_tag(session), None)
+            active[_tag(session)] = now
+        horizon = now - self.gate.active_seconds
+        for tag in [t for t, at in active.items() if at <= horizon]:
+            del active[tag]
+        while len(active) > ACTIVE_PER_REPLICA:
+            active.pop(next(iter(active)))
+        held = known["b"]
         for digest in blocks:
-            known.blocks.pop(digest, None)  # re-inserted: most recently used last
-            known.blocks[digest] = known.clock
-        while len(known.blocks) > INDEX_PER_REPLICA:
-            known.blocks.pop(next(iter(known.blocks)))
+            held.pop(digest, None)  # re-inserted: most recently used last
+            held[digest] = known["k"]
+        while len(held) > BLOCKS_PER_REPLICA:
+            held.pop(next(iter(held)))
 
     def correct(self, replica: str, blocks: Sequence[str], cached_blocks: int) -> None:
         """The answer proved only ``cached_blocks`` leading blocks cached there: forget the rest."""
         known = self.replicas.get(replica)
-        if known is None:
-            return
-        for digest in blocks[max(0, cached_blocks):]:
-            known.blocks.pop(digest, None)
+        if known:
+            for digest in blocks[max(0, cached_blocks):]:
+                known["b"].pop(digest, None)
 
-    def keep_only(self, replicas: Iterable[str]) -> None:
-        """Forget replicas that are no longer in the group."""
+    def keep_only(self, replicas: Iterable[str]) -> list[str]:
+        """Forget replicas that are no longer in the group; returns those forgotten."""
         alive = set(replicas)
-        for name in [r for r in self.replicas if r not in alive]:
+        gone = [r for r in self.replicas if r not in alive]
+        for name in gone:
             del self.replicas[name]
+        return gone
+
+
+def _tag(session: str) -> str:
+    return hashlib.blake2b(session.encode(), digest_size=6).hexdigest()
 
 
 def _spread(session: str, replica: str) -> str:
     return hashlib.sha256(f"{session}\x00{replica}".encode()).hexdigest()
 
 
-def choose(session: str, blocks: Sequence[str], loads: Mapping[str, float], index: Index,
-           gate: Gate | None = None) -> str:
-    """The replica for a new session (``loads``: every healthy replica's load; not empty)."""
-    gate = gate or index.gate
-    names = sorted(loads)
-    least = min(loads[r] for r in names)
-    mean = sum(loads[r] for r in names) / len(names)
-    limit = max(least + gate.absolute_slack, mean * gate.relative_slack)
-    eligible = [r for r in names if loads[r] <= limit] or names
+def _limit(loads: Mapping[str, float], slack: float, absolute: float) -> float:
+    least = min(loads.values())
+    return max(least + absolute, slack * sum(loads.values()) / len(loads))
+
+
+def choose(session: str, blocks: Sequence[str], replicas: Iterable[str], index: Index, now: float) -> str:
+    """The replica for a session being placed (``replicas``: the healthy ones; not empty)."""
+    gate = index.gate
+    loads = index.loads(sorted(replicas), now)
+    limit = _limit(loads, gate.relative_slack, gate.absolute_slack)
+    eligible = [r for r in loads if loads[r] <= limit] or list(loads)
     return min(eligible, key=lambda r: (-index.match(r, blocks), loads[r], _spread(session, r)))
+
+
+def move(session: str, current: str, blocks: Sequence[str], replicas: Iterable[str], index: Index, now: float,
+         idle_s: float, clock_then: int | None) -> tuple[str, str] | None:
+    """At a live session's request: (the replica it moves to, why), or None to stay.
+
+    Only at an idle boundary (``idle_s`` >= ``idle_seconds``): ``expired`` when ``cache_tokens``
+    were routed to its replica since its last request (``clock_then``), ``overloaded`` when its
+    replica's load is past ``move_slack`` times the mean (and ``absolute_slack`` above the least)."""
+    gate = index.gate
+    replicas = sorted(replicas)
+    if idle_s < gate.idle_seconds or current not in replicas or len(replicas) < 2:
+        return None
+    loads = index.loads(replicas, now)
+    if clock_then is not None and index.clock(current) - clock_then >= gate.cache_tokens:
+        reason = "expired"
+    elif loads[current] > _limit(loads, gate.move_slack, gate.absolute_slack):
+        reason = "overloaded"
+    else:
+        return None
+    chosen = choose(session, blocks, replicas, index, now)
+    return (chosen, reason) if chosen != current else None

@@ -213,6 +213,15 @@ class _Keys(BaseModel):
     prompt_cache_key: bool = True
     cache_breakpoints: bool = True
     session_affinity: Literal["router", "always", "off"] = "router"
+    # Where a new session goes and when a live one moves (placement.py; defaults from bench/fleet.py).
+    placement_absolute_slack: float = Field(default=2.0, ge=0)
+    placement_relative_slack: float = Field(default=1.3, ge=1.0)
+    placement_move_slack: float = Field(default=2.0, ge=1.0)
+    placement_load_seconds: float = Field(default=1800.0, gt=0)
+    placement_idle_seconds: float = Field(default=300.0, gt=0)
+    placement_active_seconds: float = Field(default=120.0, gt=0)
+    placement_session_weight: float = Field(default=10.0, ge=0)
+    placement_cache_tokens: int = Field(default=400_000, gt=0)
 
     @field_validator("profiles")
     @classmethod
@@ -298,6 +307,14 @@ ENV_VARS: dict[str, str] = {
     "prompt_cache_key": "LITELLM_PREFIX_PROMPT_CACHE_KEY",
     "cache_breakpoints": "LITELLM_PREFIX_CACHE_BREAKPOINTS",
     "session_affinity": "LITELLM_PREFIX_SESSION_AFFINITY",
+    "placement_absolute_slack": "LITELLM_PREFIX_PLACEMENT_ABSOLUTE_SLACK",
+    "placement_relative_slack": "LITELLM_PREFIX_PLACEMENT_RELATIVE_SLACK",
+    "placement_move_slack": "LITELLM_PREFIX_PLACEMENT_MOVE_SLACK",
+    "placement_load_seconds": "LITELLM_PREFIX_PLACEMENT_LOAD_SECONDS",
+    "placement_idle_seconds": "LITELLM_PREFIX_PLACEMENT_IDLE_SECONDS",
+    "placement_active_seconds": "LITELLM_PREFIX_PLACEMENT_ACTIVE_SECONDS",
+    "placement_session_weight": "LITELLM_PREFIX_PLACEMENT_SESSION_WEIGHT",
+    "placement_cache_tokens": "LITELLM_PREFIX_PLACEMENT_CACHE_TOKENS",
 }
 # Environment values for list keys are comma-separated.
 _LIST_ENV = frozenset({"volatile_presets"})

@@ -5,6 +5,7 @@ import asyncio
 import json
 import sys
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -37,7 +38,8 @@ def request(i: int, **extra) -> dict:
 
 def make(mode: str = "always", store=None, clock=None, events=None) -> SessionAffinity:
     settings = Settings(path_check="absolute", session_affinity=mode)
-    return SessionAffinity(store or MemoryStore(1000, 3600), Counter(), lambda: settings, 3600,
+    store = store if store is not None else MemoryStore(1000, 3600)  # an empty MemoryStore is falsy
+    return SessionAffinity(store, Counter(), lambda: settings, 3600,
                            clock=clock or Clock(), report=(events.append if events is not None else None))
 
 
@@ -248,6 +250,15 @@ def test_sdk_router_keeps_sessions_on_balanced_deployments(monkeypatch):
         where = asyncio.run(run())
         assert all(len(set(v)) == 1 for v in where.values()), where
         assert Counter(v[0] for v in where.values()) == {"dep-0": 4, "dep-1": 4}
+        # Every answer reached the placement index through the success callback (LiteLLM runs it
+        # as a task after the call returns: wait for the last one): 8 placements, 24 answers.
+        for _ in range(100):
+            index = asyncio.run(callback.affinity.index("pool"))[0]
+            if sum(r["l"] for r in index.replicas.values()) > 31.9:
+                break
+            time.sleep(0.05)
+        assert set(index.replicas) == {"dep-0", "dep-1"} and sum(r["l"] for r in index.replicas.values()) > 31.9
+        assert all(r["k"] > 0 for r in index.replicas.values())  # prefilled tokens counted
         bodies = [json.loads(r["body"]) for s in servers for r in s.RequestHandlerClass.state.records]
         assert len(bodies) == 24 and all(b["prompt_cache_key"].startswith("lp-") for b in bodies)
     finally:

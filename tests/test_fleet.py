@@ -1,6 +1,7 @@
 """bench/fleet.py's cache model and policies, and litellm_prefix.placement's decisions."""
 from __future__ import annotations
 
+import json
 import random
 
 import pytest
@@ -53,26 +54,44 @@ def test_the_hash_ring_is_deterministic_and_keeps_most_sessions_when_a_replica_g
 
 
 def test_placement_prefers_the_replica_holding_the_head_within_the_gate():
-    index = placement.Index(placement.Gate(absolute_slack=2, relative_slack=1.0, cache_tokens=10_000))
+    gate = placement.Gate(absolute_slack=2, relative_slack=1.0, cache_tokens=10_000, session_weight=0)
+    index = placement.Index(gate)
     head = placement.head_blocks("system prompt " * 2000)
-    index.routed("b", head, 5_000)
-    assert placement.choose("s1", head, {"a": 3, "b": 4, "c": 3}, index) == "b"  # within 2 of the least
-    assert placement.choose("s1", head, {"a": 1, "b": 4, "c": 1}, index) != "b"  # gated: too loaded
+
+    def loaded(loads):  # decayed request counts as given, at time 0
+        for r, n in loads.items():
+            index._replica(r).update(l=float(n), t=0.0)
+        return list(loads)
+
+    index.routed("b", head, 5_000, 0.0)
+    assert placement.choose("s1", head, loaded({"a": 3, "b": 4, "c": 3}), index, 0.0) == "b"  # within 2 of the least
+    assert placement.choose("s1", head, loaded({"a": 1, "b": 4, "c": 1}), index, 0.0) != "b"  # gated: too loaded
     other = placement.head_blocks("another agent " * 2000)
-    assert placement.choose("s2", other, {"a": 3, "b": 4, "c": 2}, index) == "c"  # no match: least loaded
+    assert placement.choose("s2", other, loaded({"a": 3, "b": 4, "c": 2}), index, 0.0) == "c"  # no match: least loaded
+
+
+def test_load_is_decayed_requests_plus_active_sessions():
+    gate = placement.Gate(load_seconds=100.0, active_seconds=60.0, session_weight=10.0)
+    index = placement.Index(gate)
+    for t in range(5):
+        index.routed("a", (), 0, float(t), "s1")
+    assert index.active("a", 4.0) == 1 and 14.8 < index.load("a", 4.0) < 15.0
+    assert index.active("a", 70.0) == 0 and abs(index.load("a", 104.0) - 5 * 2.718281828 ** -1) < 0.05
+    index.placed("b", (), 80.0, "s1")  # moved: active only where it went
+    assert index.active("a", 80.0) == 0 and index.active("b", 80.0) == 1
 
 
 def test_the_index_ages_by_tokens_routed_since_and_is_corrected_by_cached_tokens():
     index = placement.Index(placement.Gate(cache_tokens=10_000))
     head = placement.head_blocks("x" * 20_000)
-    index.routed("a", head, 2_000)
+    index.routed("a", head, 2_000, 0.0)
     assert index.match("a", head) == len(head)
     index.correct("a", head, 3)  # the answer proved only 3 blocks cached
     assert index.match("a", head) == 3
-    index.routed("a", placement.head_blocks("y" * 20_000), 10_000)  # 10k tokens of others since
+    index.routed("a", placement.head_blocks("y" * 20_000), 10_000, 0.0)  # 10k tokens of others since
     assert index.match("a", head) == 0  # an LRU cache of 10k tokens no longer holds it
-    index.keep_only(["b"])
-    assert index.replicas == {}
+    assert placement.Index(index.gate, json.loads(json.dumps(index.record()))).record() == index.record()
+    assert index.keep_only(["b"]) == ["a"] and index.replicas == {}
 
 
 def test_a_run_is_deterministic_from_its_seed_and_stabilizing_never_costs_tokens(fleet):
