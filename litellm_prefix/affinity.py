@@ -206,6 +206,14 @@ class SessionAffinity:
             self._failed_until[deployment_id] = self.clock() + FAILED_SECONDS
             self.stats["affinity_deployment_failures"] += 1
 
+    def _pinned_since_failure(self, pin: Mapping[str, Any]) -> bool:
+        """The pin was written after this process saw its deployment fail: another replica, which
+        saw no failure, placed or kept the session there since. It stays (a needless move, and a
+        second one when the other deployment fails next); a failure of its own call marks the
+        deployment again, later than the pin, and the retry moves it then."""
+        until = self._failed_until.get(pin.get("d"))
+        return until is not None and float(pin.get("t", 0)) > until - FAILED_SECONDS
+
     # Pins: "affinity:pin:<hash(group, session)>" -> {"d": deployment id, "t": last refresh};
     # counts: "affinity:load:<hash(group)>" -> {"w": window, "c": {deployment id: sessions pinned
     # in this window}, "p": {... in the previous one}}; a window is one pin lifetime (sessionTtlSeconds).
@@ -222,7 +230,7 @@ class SessionAffinity:
             loaded = await self.store.load(pin_key)
             pin = json.loads(loaded.journal) if loaded.journal else None
             now = self.clock()
-            if pin and pin.get("d") in healthy:
+            if pin and (pin.get("d") in healthy or self._pinned_since_failure(pin)):
                 if now - float(pin.get("t", 0)) > self.ttl / 4:  # keep an active pin alive
                     await self.store.save(pin_key, loaded, json.dumps({"d": pin["d"], "t": now}))
                 return pin["d"]
