@@ -253,6 +253,9 @@ async def run_fault(name: str, args, engines: list[Upstream], redis: RedisServer
             off_head.append(sum(h != heads[0] for h in heads) if heads else 0)
             moves.append(sum(a != b for a, b in zip(places, places[1:])))
         failed = sorted((r.session, r.turn) for r in side.turns if r.deployment is None)
+        # each session's turns: the gateway the round robin chose first and the deployment that answered
+        places = [[f"{(i + r.turn) % 2}:{r.deployment}" for r in side.turns if r.session == i]
+                  for i in range(args.sessions)]
         report["sides"][side_name] = {
             "requests": len(side.turns), "failed_turns": len(failed), "failed": failed,
             "failed_tries": sum(r.tries_failed for r in side.turns), "lost": lost,
@@ -262,6 +265,7 @@ async def run_fault(name: str, args, engines: list[Upstream], redis: RedisServer
             "most_head_changes": max(changes), "most_off_head_turns": max(off_head),
             "sessions_moved": sum(m > 0 for m in moves), "moves": sum(moves), "most_moves": max(moves),
             # a session's exception: one off-head turn, or one head change that stays (a re-seed)
+            "placements": places,
             "head_exceptions_ok": all(c <= 1 or o <= 1 for c, o in zip(changes, off_head)),
         }
     plugin, without = report["sides"]["plugin"], report["sides"]["without"]
@@ -276,6 +280,7 @@ async def run_fault(name: str, args, engines: list[Upstream], redis: RedisServer
 
 async def run(args) -> dict:
     work = Path(tempfile.mkdtemp(prefix="litellm-prefix-chaos-"))
+    print(f"logs in {work}", flush=True)
     engines: list[Upstream] = []
     redis: RedisServer | None = None
     gateways: dict[str, list[Proxy]] = {side: [] for side in SIDES}
@@ -286,7 +291,8 @@ async def run(args) -> dict:
         env = {"PYTHONUNBUFFERED": "1"}
         for side in SIDES:
             for name in "ab":
-                extra = {"LITELLM_PREFIX_STORE": redis.url} if side == "plugin" else {}
+                extra = ({"LITELLM_PREFIX_STORE": redis.url, "LITELLM_PREFIX_LOG": str(work / f"prefix-{name}.jsonl")}
+                         if side == "plugin" else {})
                 gateways[side].append(Proxy(work, config(engines, side == "plugin", redis), {**env, **extra},
                                             name=f"{side}-{name}"))
         for proxies in gateways.values():
