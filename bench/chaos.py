@@ -118,7 +118,8 @@ class Side:
 async def send(client: httpx.AsyncClient, side: Side, index: int, turn: int, body: bytes) -> Turn:
     session = side.sessions[index]
     record = Turn(index, turn, session.requests[-1])
-    order = [side.gateways[(index + turn) % 2], side.gateways[(index + turn + 1) % 2]]
+    count = len(side.gateways)
+    order = [side.gateways[(index + turn) % count], side.gateways[(index + turn + 1) % count]]
     for attempt in range(TRIES):
         for gateway in order:  # a refused connection goes to the other gateway, as a load balancer would
             try:
@@ -189,7 +190,7 @@ async def run_fault(name: str, args, engines: list[Upstream], redis: RedisServer
              for side in SIDES}
     offsets = [engine.record.stat().st_size if engine.record.exists() else 0 for engine in engines]
     fallbacks_before = fallback_lines(gateways["plugin"])
-    fault = Fault(name, redis, engines, [gateways[side][1] for side in SIDES], args.window_s, args.redis_s)
+    fault = Fault(name, redis, engines, [gateways[side][-1] for side in SIDES], args.window_s, args.redis_s)
     task: asyncio.Future | None = None
     turn, after = 0, 0
     started = time.monotonic()
@@ -290,7 +291,7 @@ async def run(args) -> dict:
         started = time.monotonic()
         env = {"PYTHONUNBUFFERED": "1"}
         for side in SIDES:
-            for name in "ab":
+            for name in "ab"[:args.gateways]:
                 extra = ({"LITELLM_PREFIX_STORE": redis.url, "LITELLM_PREFIX_LOG": str(work / f"prefix-{name}.jsonl")}
                          if side == "plugin" else {})
                 gateways[side].append(Proxy(work, config(engines, side == "plugin", redis), {**env, **extra},
@@ -300,7 +301,7 @@ async def run(args) -> dict:
                 proxy.wait_ready()
         report: dict = {"sessions": args.sessions, "window_s": args.window_s, "redis_s": args.redis_s,
                         "gateways_ready_s": round(time.monotonic() - started), "faults": {}}
-        print(f"4 gateways ready in {report['gateways_ready_s']} s", flush=True)
+        print(f"{2 * args.gateways} gateways ready in {report['gateways_ready_s']} s", flush=True)
         limits = httpx.Limits(max_connections=8 * args.sessions, max_keepalive_connections=0)
         async with httpx.AsyncClient(timeout=120, limits=limits) as client:
             warm = {side: Side([Session(i, 2, f"warm-{side}") for i in range(2)], gateways[side]) for side in SIDES}
@@ -346,11 +347,15 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--sessions", type=int, default=32, help="sessions per side (with and without the plugin)")
     parser.add_argument("--turns", type=int, default=7, help="turns per session at least (more while a fault lasts)")
     parser.add_argument("--turn-s", type=float, default=2.0, help="a turn starts this long after the last at least")
+    parser.add_argument("--gateways", type=int, choices=(1, 2), default=2,
+                        help="gateways per side (1: a quicker start, no gateway fault, no round robin)")
     parser.add_argument("--faults", nargs="+", choices=FAULTS, default=list(FAULTS))
     parser.add_argument("--window-s", type=float, default=10.0, help="how long an engine fault lasts")
     parser.add_argument("--redis-s", type=float, default=10.0, help="how long Redis is stopped")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "chaos.json"))
     args = parser.parse_args(argv)
+    if args.gateways == 1 and "gateway" in args.faults:
+        parser.error("the gateway fault restarts one of two gateways: --gateways 2")
     started = time.monotonic()
     report = asyncio.run(run(args))
     report["seconds"] = round(time.monotonic() - started)
