@@ -41,6 +41,7 @@ bench: $(BIN)/.installed $(BIN)/.installed-agents
 	$(BIN)/python -m bench.measure_overhead
 	$(BIN)/python -m bench.report_speed
 	$(BIN)/python -m bench.load
+	$(BIN)/python -m bench.chaos
 	$(BIN)/python -m bench.store_calls
 	$(BIN)/python -m bench.hooks_cpu
 	$(BIN)/python -m bench.latency_cpu

@@ -74,15 +74,26 @@ def stop(proc: subprocess.Popen) -> None:
 
 
 class Upstream:
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, name: str = "upstream", record: Path | None = None) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.log = workdir / "upstream.log"
+        self.log = workdir / f"{name}.log"
+        self.record = record  # also append every request to this file (it outlives a restart)
+        self.start()
+
+    def start(self) -> None:
+        """Start (or, after ``stop``, restart) the upstream on its port, with nothing recorded."""
         self.proc = subprocess.Popen(
-            [sys.executable, str(ROOT / "harness" / "recording_upstream.py"), "--port", str(self.port)],
-            stdout=self.log.open("w"), stderr=subprocess.STDOUT, start_new_session=True,
+            [sys.executable, str(ROOT / "harness" / "recording_upstream.py"), "--port", str(self.port),
+             *(["--record", str(self.record)] if self.record else [])],
+            stdout=self.log.open("a"), stderr=subprocess.STDOUT, start_new_session=True,
         )
         wait_http(f"{self.url}/health", self.proc, 30, self.log)
+
+    def fault(self, status: int | None = None, delay: float = 0.0) -> None:
+        """From now on answer every model call with HTTP ``status``, or after ``delay`` seconds
+        (neither is recorded); ``fault()`` answers normally again."""
+        httpx.post(f"{self.url}/_fault", json={"status": status, "delay": delay}, timeout=10)
 
     def take(self) -> list[dict]:
         """The requests recorded since the last take, oldest first."""
@@ -131,16 +142,23 @@ class Proxy:
         self.config_path = workdir / "proxy.yaml"
         self.config_path.write_text(json.dumps(config, indent=2))  # JSON is valid YAML
         self.log = workdir / "proxy.log"
-        full_env = {**os.environ, **env, "LITELLM_MASTER_KEY": self.key, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-        litellm_bin = Path(sys.executable).parent / "litellm"
-        self.proc = subprocess.Popen(
-            [str(litellm_bin), "--config", str(self.config_path), "--host", "127.0.0.1", "--port", str(self.port)],
-            cwd=workdir, env=full_env, stdout=self.log.open("w"), stderr=subprocess.STDOUT, start_new_session=True,
-        )
+        self.workdir = workdir
+        self.env = {**os.environ, **env, "LITELLM_MASTER_KEY": self.key, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+        self.log.write_text("")
+        self.start()
         # A cold 20k-token prefill on the tiny llama.cpp model takes 25 s on an idle 2-core machine
         # and several times that on a busy one: a slow answer is not a failure here.
         self.client = httpx.Client(base_url=self.url, timeout=300,
                                    headers={"authorization": f"Bearer {self.key}"})
+
+    def start(self) -> None:
+        """Start (or, after ``stop``, restart) the proxy on its port with its config (the log goes on)."""
+        litellm_bin = Path(sys.executable).parent / "litellm"
+        self.proc = subprocess.Popen(
+            [str(litellm_bin), "--config", str(self.config_path), "--host", "127.0.0.1", "--port", str(self.port)],
+            cwd=self.workdir, env=self.env, stdout=self.log.open("a"), stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
     def wait_ready(self) -> "Proxy":
         wait_http(f"{self.url}/health/liveliness", self.proc, 120, self.log)

@@ -8,7 +8,9 @@ Standard library only; listens on 127.0.0.1.
 
 Every POST is appended to the record file as one JSON line:
 ``{"path": ..., "headers": {...}, "body": "<raw body text>"}``.
-``GET /_recorded`` returns the same lines; ``POST /_reset`` clears them.
+``GET /_recorded`` returns the same lines; ``POST /_reset`` clears them. ``POST /_fault``
+with ``{"status": 429}`` answers every model call with that status from then on, ``{"delay": 8}``
+answers them only after 8 s (neither recorded), ``{}`` ends the fault.
 Answers are fixed text; ``cached_tokens`` in ``usage`` reports the length (in
 characters / 4) of the longest prefix this body shares with the previous body of the
 same path, so callers can see prefix reuse without a real model.
@@ -49,6 +51,8 @@ class _State:
         self.records: list[dict] = []
         self.last_body: dict[str, str] = {}
         self.record_path = record_path
+        self.fault_status: int | None = None  # POST /_fault: answer model calls with this status
+        self.fault_delay = 0.0  # ... or only after this many seconds (a slow upstream)
 
     def add(self, path: str, headers: dict, body: str) -> int:
         with self.lock:
@@ -193,6 +197,19 @@ def make_handler(state: _State):
                     state.records.clear()
                     state.last_body.clear()
                 self._send_json({"ok": True})
+                return
+            if self.path.startswith("/_fault"):
+                fault = json.loads(raw or "{}")
+                state.fault_status, state.fault_delay = fault.get("status"), float(fault.get("delay") or 0)
+                self._send_json({"ok": True})
+                return
+            if state.fault_status:  # a faulty upstream: an error answer, nothing recorded
+                self._send_json({"error": {"message": "injected fault", "type": "server_error"}},
+                                state.fault_status)
+                return
+            if state.fault_delay:  # a slow upstream: it answers, too late to be recorded
+                time.sleep(state.fault_delay)
+                self._send_json(_chat_response("slow", len(raw), 0))
                 return
             headers = {k.lower(): v for k, v in self.headers.items() if k.lower() not in ("authorization", "x-api-key")}
             cached = state.add(self.path, headers, raw)

@@ -233,6 +233,14 @@ class SessionAffinity:
             self._failed_until[deployment_id] = self.clock() + FAILED_SECONDS
             self.stats["affinity_deployment_failures"] += 1
 
+    def _pinned_since_failure(self, pin: Mapping[str, Any]) -> bool:
+        """The pin was written after this process saw its deployment fail: another replica, which
+        saw no failure, placed or kept the session there since. It stays (a needless move, and a
+        second one when the other deployment fails next); a failure of its own call marks the
+        deployment again, later than the pin, and the retry moves it then."""
+        until = self._failed_until.get(pin.get("d"))
+        return until is not None and float(pin.get("t", 0)) > until - FAILED_SECONDS
+
     async def answered(self, kwargs: Mapping[str, Any], response: Any) -> None:
         """The success callback's half: the deployment that answered, the tokens it prefilled and
         the ``cached_tokens`` it proved go into the model group's placement index."""
@@ -316,6 +324,8 @@ class SessionAffinity:
             now = self.clock()
             gate = gate_of(self.settings_of())
             reason = None
+            if pin and pin.get("d") not in healthy and self._pinned_since_failure(pin):
+                return pin["d"]  # placed or kept there by another replica after this process's failure mark
             if pin and pin.get("d") in healthy:
                 idle = now - float(pin.get("t", 0))
                 if idle <= min(self.ttl / 4, gate.idle_seconds / 4):

@@ -141,6 +141,25 @@ async def test_a_failed_attempt_moves_the_session_on_the_retry_but_a_bad_request
     assert await placed(affinity, req, deps) == other
 
 
+async def test_a_session_placed_after_a_failure_another_replica_saw_stays_until_it_fails_there():
+    # Replica a saw dep-X fail; seconds later replica b, which saw nothing, places a new session on
+    # dep-X and it answers. a's old failure mark must not move that session on its next turn
+    # (found by bench/chaos.py: such a session moved twice when the other deployment failed next).
+    class Failure(Exception):
+        status_code = 503
+
+    clock, store = Clock(), MemoryStore(1000, 3600)
+    a, b, deps = make(store=store, clock=clock), make(store=store, clock=clock), deployments(2)
+    home = await placed(make(), request(1), deps)  # where a fresh replica puts this session
+    a.record_failure({"model_info": {"id": home}}, Failure())
+    clock.now += 5
+    assert await placed(b, request(1), deps) == home
+    clock.now += 1
+    assert await placed(a, request(1), deps) == home and a.stats["affinity_moves"] == 0
+    a.record_failure({"model_info": {"id": home}}, Failure())  # this call failed there: the retry moves
+    assert await placed(a, request(1), deps) != home and a.stats["affinity_moves"] == 1
+
+
 async def test_concurrent_first_requests_of_one_session_agree():
     affinity, deps = make(), deployments(2)
     chosen = await asyncio.gather(*(placed(affinity, request(5), deps) for _ in range(16)))
