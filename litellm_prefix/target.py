@@ -76,12 +76,23 @@ class LiteLLMDoes:
     session_affinity: bool = False
 
 
-def _importable(module: str, name: str = "") -> bool:
-    try:
-        found = __import__(module, fromlist=[name] if name else [])
-    except Exception:
-        return False
-    return not name or hasattr(found, name)
+def _found(modules: tuple[str, ...], name: str) -> Any:
+    """``name`` from the first of ``modules`` that has it (releases move their modules), else None."""
+    for module in modules:
+        try:
+            found = getattr(__import__(module, fromlist=[name]), name, None)
+        except Exception:
+            continue
+        if found is not None:
+            return found
+    return None
+
+
+# Where each release keeps what the probes look for (newest first: 1.110 moved the
+# /v1/messages bridges from ``anthropic.pass_through`` to ``anthropic.messages``).
+MID_SYSTEM_MODULES = ("litellm.litellm_core_utils.prompt_templates.mid_conversation_system",)
+MESSAGES_UTILS_MODULES = ("litellm.llms.anthropic.messages.utils", "litellm.llms.anthropic.pass_through.utils")
+AFFINITY_MODULES = ("litellm.router_utils.pre_call_checks.deployment_affinity_check",)
 
 
 @lru_cache(maxsize=1)
@@ -95,12 +106,10 @@ def litellm_does() -> LiteLLMDoes:
     except Exception:
         pass
     return LiteLLMDoes(
-        places_mid_system=_importable("litellm.litellm_core_utils.prompt_templates.mid_conversation_system",
-                                      "place_mid_conversation_system"),
+        places_mid_system=_found(MID_SYSTEM_MODULES, "place_mid_conversation_system") is not None,
         strips_billing=strips,
-        cache_key_from_session=_importable("litellm.llms.anthropic.pass_through.utils",
-                                           "prompt_cache_key_from_user_id"),
-        session_affinity=_importable("litellm.router_utils.pre_call_checks.deployment_affinity_check"),
+        cache_key_from_session=_found(MESSAGES_UTILS_MODULES, "prompt_cache_key_from_user_id") is not None,
+        session_affinity=_found(AFFINITY_MODULES, "DeploymentAffinityCheck") is not None,
     )
 
 
@@ -148,7 +157,31 @@ def route_name(call_type: Any) -> str:
     return str(getattr(call_type, "value", call_type) or "")
 
 
-def litellm_strips_billing(call_type: Any, model: str, provider: str, model_info: Mapping[str, Any] | None) -> bool:
+def _messages_config(bare: str, provider: str, model_info: Mapping[str, Any] | None, api_base: str) -> Any:
+    """The native ``/v1/messages`` config LiteLLM uses for this deployment (None: translated to chat).
+
+    1.110+: ``anthropic.messages.native.handler`` (also asks whether the config serves the
+    deployment's ``api_base``); 1.108: ``anthropic.pass_through.messages.handler``; older:
+    the public lookup, without the pass-through opt-in."""
+    import inspect
+
+    import litellm
+    from litellm.utils import ProviderConfigManager
+
+    lookup = _found(NATIVE_MESSAGES_MODULES, "_native_messages_config")
+    if lookup is not None:
+        if "api_base" in inspect.signature(lookup).parameters:
+            return lookup(bare, provider, model_info, api_base or None)
+        return lookup(bare, provider, model_info)
+    return ProviderConfigManager.get_provider_anthropic_messages_config(model=bare, provider=litellm.LlmProviders(provider))
+
+
+NATIVE_MESSAGES_MODULES = ("litellm.llms.anthropic.messages.native.handler",
+                           "litellm.llms.anthropic.pass_through.messages.handler")
+
+
+def litellm_strips_billing(call_type: Any, model: str, provider: str, model_info: Mapping[str, Any] | None,
+                           api_base: str = "") -> bool:
     """Whether LiteLLM itself drops Claude Code's billing block for this route and deployment.
 
     Asks the same provider config LiteLLM will use: on ``/v1/messages`` the native messages
@@ -162,13 +195,7 @@ def litellm_strips_billing(call_type: Any, model: str, provider: str, model_info
 
         bare = model.split("/", 1)[1] if provider and model.startswith(provider + "/") else model
         if route_name(call_type) == "anthropic_messages":
-            try:
-                from litellm.llms.anthropic.pass_through.messages.handler import _native_messages_config
-
-                config = _native_messages_config(bare, provider, model_info)
-            except ImportError:  # older LiteLLM: the public lookup, without the pass-through opt-in
-                config = ProviderConfigManager.get_provider_anthropic_messages_config(
-                    model=bare, provider=litellm.LlmProviders(provider))
+            config = _messages_config(bare, provider, model_info, api_base)
             if config is not None:
                 return bool(config.should_strip_billing_metadata())
         config = ProviderConfigManager.get_provider_chat_config(model=bare, provider=litellm.LlmProviders(provider))
@@ -232,7 +259,7 @@ def _resolved(model: str, provider: str, declared: bool | None, native_messages:
         cost_map_mid_system=cost_map_value(model, provider, "supports_mid_conversation_system", bool),
         system_messages_first=system_messages_first,
         api_base=api_base,
-        strips_billing=litellm_strips_billing(route, model, provider, model_info) if provider else False,
+        strips_billing=litellm_strips_billing(route, model, provider, model_info, api_base) if provider else False,
         accepts_prompt_cache_key=accepts_prompt_cache_key(model, provider, route),
         reads_cache_control=reads_cache_control(model, provider),
         wants_prompt_cache_key=wants_key,
