@@ -10,6 +10,15 @@ export LITELLM_LOCAL_MODEL_COST_MAP := True
 
 .PHONY: run test bench check llama-server clean
 
+# The end-to-end suite runs on a second LiteLLM release too (README, "LiteLLM versions"): the
+# newest on PyPI, whose proxy extra pins two packages this registry does not serve
+# (litellm-proxy, litellm-proxy-extras: prisma's database migrations, which the plugin never
+# uses). So it is installed from a pinned list (the release's own requirements, resolved once)
+# with --no-deps: no resolver, wheels from pip's cache; about a minute when cached.
+LITELLM_E2E ?= 1.110.2
+VENV_E2E := .venv-litellm-$(LITELLM_E2E)
+REQUIREMENTS_E2E := requirements/litellm-$(LITELLM_E2E).txt
+
 # What `make run` needs: the package, LiteLLM's proxy and the servers.
 $(BIN)/.installed-run: pyproject.toml tools/install_venv.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,11 +36,19 @@ $(BIN)/.installed-agents: $(BIN)/.installed harness/real_agents/install.py $(wil
 	$(BIN)/python -m harness.real_agents.install
 	touch $@
 
+$(VENV_E2E)/.installed: $(REQUIREMENTS_E2E) tools/install_venv.py $(BIN)/.installed-run
+	test -x $(VENV_E2E)/bin/python || $(BIN)/python -m venv $(VENV_E2E)
+	$(VENV_E2E)/bin/python tools/install_venv.py --no-deps -r $(REQUIREMENTS_E2E)
+	touch $@
+
 run: $(BIN)/.installed-run
 	$(BIN)/python -m tools.run_gateway
 
-test: $(BIN)/.installed $(BIN)/.installed-agents
+# The whole suite on the release `litellm[proxy]` resolves to, then the end-to-end suite on
+# LITELLM_E2E (the real-agent suite once, on the first: it tests the agents' CLIs, not LiteLLM).
+test: $(BIN)/.installed $(BIN)/.installed-agents $(VENV_E2E)/.installed
 	$(BIN)/python -m pytest -q
+	$(VENV_E2E)/bin/python -m pytest -q -p no:cacheprovider -m e2e --deselect tests/test_real_agents.py
 
 bench: $(BIN)/.installed $(BIN)/.installed-agents
 	$(BIN)/python -m bench.overhead
@@ -58,4 +75,4 @@ llama-server: $(BIN)/.installed-run
 	$(BIN)/python tools/build_llama_server.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis *.egg-info
+	rm -rf $(VENV) .venv-litellm-* .pytest_cache .hypothesis *.egg-info

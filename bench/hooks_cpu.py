@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 import litellm  # noqa: E402
 from bench.load import Session  # noqa: E402  (its import clears LITELLM_PREFIX_*: default settings, as its proxies)
 
-import litellm_prefix.hook as hook_module  # noqa: E402
+import litellm_prefix.target as target_module  # noqa: E402
 from litellm_prefix.hook import PrefixStabilizer  # noqa: E402
 from litellm_prefix.settings import Settings  # noqa: E402
 
@@ -96,7 +96,7 @@ class Stages:
         core.profiles = _Module(profiles, detect=self.wrap("profile detection", profiles.detect))
         sinks.prefix = _Module(prefix, measure=self.wrap("measured shape (prefix.measure)", prefix.measure))
         drift._encode_tools = self.wrap("tools' first encoding (drift._encode_tools)", drift._encode_tools)
-        hook_module.target_for = self.wrap("deployment target (hook.target_for)", hook_module.target_for)
+        target_module.resolve = self.wrap("deployment target (target.resolve)", target_module.resolve)
         for cls, names in ((core.Stabilizer, ("_run_with_journal", "_unchanged_since_applied")),
                            (sinks.Sinks, ("transformed", "completed")),
                            (PrefixStabilizer, ("async_pre_call_hook", "async_pre_call_deployment_hook",
@@ -128,7 +128,7 @@ async def run(args) -> dict:
     if stages:
         stages.install()
     # The proxy's router is not loaded here: the pre-call hook's deployment lookup answers as the proxy's would.
-    hook_module._proxy_deployment = lambda group: {"litellm_params": dict(DEPLOYMENT)}
+    target_module.proxy_deployment = lambda group: {"litellm_params": dict(DEPLOYMENT)}
     store = None
     if args.store == "redis":
         import tempfile

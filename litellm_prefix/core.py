@@ -435,6 +435,11 @@ class Stabilizer:
             return None
         return Cache.__len__(journals) if isinstance(journals, Cache) else len(journals)
 
+    def affinity_key(self, call_id: str) -> tuple[bool, str | None]:
+        """Whether the transform took this call, and the affinity key it computed on the client's request."""
+        applied = self.applied.get(call_id)
+        return (False, None) if applied is None else (True, applied.affinity_key)
+
     def response_headers(self, call_id: str | None) -> dict[str, str]:
         return self.sinks.response_headers(call_id)
 

@@ -14,188 +14,18 @@
 from __future__ import annotations
 
 import logging
-import sys
 from collections.abc import Mapping
-from functools import lru_cache
 from typing import Any
 
 from litellm.integrations.custom_logger import CustomLogger
 
+from . import target as targets
 from .affinity import SessionAffinity, give_session_id, session_key
-from .context import Recent, Target, cost_map_value
+from .context import Target
 from .core import Stabilizer, call_id_of
 from .settings import Settings, load_settings
 
 logger = logging.getLogger("litellm_prefix")
-
-
-@lru_cache(maxsize=1024)
-def _provider_of(model: str) -> str:
-    try:
-        import litellm
-
-        return litellm.get_llm_provider(model=model)[1] or ""
-    except Exception:
-        return model.split("/", 1)[0] if "/" in model else ""
-
-
-def _cost_map_mid_system(model: str, provider: str) -> bool | None:
-    return cost_map_value(model, provider, "supports_mid_conversation_system", bool)
-
-
-def _declared_mid_system(model_info: Mapping[str, Any] | None) -> bool | None:
-    if not isinstance(model_info, Mapping):
-        return None
-    value = model_info.get("supports_mid_conversation_system")
-    if isinstance(value, bool):
-        return value
-    ours = model_info.get("litellm_prefix")
-    if isinstance(ours, Mapping):
-        for key in ("supportsMidConversationSystem", "supports_mid_conversation_system"):
-            if isinstance(ours.get(key), bool):
-                return ours[key]
-    return None
-
-
-def litellm_strips_billing(call_type: Any, model: str, provider: str, model_info: Mapping[str, Any] | None) -> bool:
-    """Whether LiteLLM itself drops Claude Code's billing block for this route and deployment.
-
-    Asks the same provider config LiteLLM will use: on ``/v1/messages`` the native messages
-    config when the deployment has one (else the request is translated to chat completions),
-    on chat completions the provider's chat config; its ``should_strip_billing_metadata()``.
-    Cached per (route, model, provider, pass-through opt-in): the lookup costs up to 0.5 ms.
-    """
-    return _litellm_strips_billing(_call_type_name(call_type), model, provider, _passes_through(model_info))
-
-
-def _passes_through(model_info: Mapping[str, Any] | None) -> bool:
-    """The deployment opts in to LiteLLM's native ``/v1/messages`` pass-through."""
-    endpoints = model_info.get("supported_endpoints") if isinstance(model_info, Mapping) else None
-    return isinstance(endpoints, (list, tuple)) and "/v1/messages" in endpoints
-
-
-@lru_cache(maxsize=1024)
-def _litellm_strips_billing(route: str, model: str, provider: str, passes_through: bool) -> bool:
-    model_info = {"supported_endpoints": ["/v1/messages"]} if passes_through else None
-    try:
-        import litellm
-        from litellm.utils import ProviderConfigManager
-
-        bare = model.split("/", 1)[1] if provider and model.startswith(provider + "/") else model
-        if route == "anthropic_messages":
-            try:
-                from litellm.llms.anthropic.pass_through.messages.handler import _native_messages_config
-
-                config = _native_messages_config(bare, provider, model_info)
-            except ImportError:  # older LiteLLM: the public lookup, without the pass-through opt-in
-                config = ProviderConfigManager.get_provider_anthropic_messages_config(
-                    model=bare, provider=litellm.LlmProviders(provider))
-            if config is not None:
-                return bool(config.should_strip_billing_metadata())
-        config = ProviderConfigManager.get_provider_chat_config(model=bare, provider=litellm.LlmProviders(provider))
-        strip = getattr(config, "should_strip_billing_metadata", None)
-        return bool(strip()) if callable(strip) else False
-    except Exception:
-        return False
-
-
-@lru_cache(maxsize=1024)
-def _accepts_prompt_cache_key(model: str, provider: str, call_type: str) -> bool:
-    """LiteLLM forwards ``prompt_cache_key`` for this provider and route (never where it would drop or reject it)."""
-    try:
-        import litellm
-
-        if call_type in ("aresponses", "responses"):
-            from litellm.utils import ProviderConfigManager
-
-            config = ProviderConfigManager.get_provider_responses_api_config(
-                provider=litellm.LlmProviders(provider), model=model)
-            if config is not None:
-                return "prompt_cache_key" in (config.get_supported_openai_params(model) or ())
-        elif call_type not in ("acompletion", "completion"):
-            return False
-        return "prompt_cache_key" in (litellm.get_supported_openai_params(model=model, custom_llm_provider=provider) or ())
-    except Exception:
-        return False
-
-
-@lru_cache(maxsize=1024)
-def _reads_cache_control(model: str, provider: str) -> bool:
-    """Anthropic-family target (Anthropic, Bedrock, Vertex, Azure AI Claude with prompt caching)."""
-    try:
-        from litellm.llms.anthropic.common_utils import supports_anthropic_cache_control
-
-        return bool(supports_anthropic_cache_control(model, provider or None))
-    except Exception:
-        return False
-
-
-def _call_type_name(call_type: Any) -> str:
-    return str(getattr(call_type, "value", call_type) or "")
-
-
-def target_for(model: str, provider: str | None, model_info: Mapping[str, Any] | None, *,
-               api_base: Any = None, call_type: Any = None) -> Target:
-    import litellm
-
-    return _target(model, provider or "", _declared_mid_system(model_info), _passes_through(model_info),
-                   api_base if isinstance(api_base, str) else "", _call_type_name(call_type),
-                   bool(getattr(litellm, "openai_system_messages_first", False)), _wants_prompt_cache_key(model_info))
-
-
-def _wants_prompt_cache_key(model_info: Mapping[str, Any] | None) -> bool:
-    """The deployment asks for ``prompt_cache_key`` (``model_info.litellm_prefix.promptCacheKey: true``)."""
-    ours = model_info.get("litellm_prefix") if isinstance(model_info, Mapping) else None
-    return isinstance(ours, Mapping) and any(ours.get(k) is True for k in ("promptCacheKey", "prompt_cache_key"))
-
-
-@lru_cache(maxsize=1024)
-def _target(model: str, provider: str, declared_mid_system: bool | None, passes_through: bool, api_base: str,
-            route: str, system_messages_first: bool, wants_prompt_cache_key: bool = False) -> Target:
-    """The target for the values ``target_for`` reads from the request (each request asks twice:
-    the lookups in LiteLLM's maps cost more than the rules of a short request; a Target is frozen)."""
-    provider = provider or _provider_of(model)
-    return Target(
-        model=model,
-        provider=provider,
-        model_info_mid_system=declared_mid_system,
-        cost_map_mid_system=_cost_map_mid_system(model, provider),
-        system_messages_first=system_messages_first,
-        api_base=api_base,
-        strips_billing=_litellm_strips_billing(route, model, provider, passes_through) if provider else False,
-        accepts_prompt_cache_key=_accepts_prompt_cache_key(model, provider, route),
-        reads_cache_control=_reads_cache_control(model, provider),
-        wants_prompt_cache_key=wants_prompt_cache_key,
-    )
-
-
-DEPLOYMENT_SECONDS = 1.0
-_DEPLOYMENTS = Recent(DEPLOYMENT_SECONDS, 1024)
-
-
-def _proxy_deployment(group: str) -> Mapping[str, Any] | None:
-    """The first deployment of a proxy model group, when the proxy's router is loaded.
-
-    Remembered per group while the router and its model list (same list, same length) are
-    the same, for at most ``DEPLOYMENT_SECONDS`` (a deployment edited in place is seen that late)."""
-    proxy_server = sys.modules.get("litellm.proxy.proxy_server")
-    router = getattr(proxy_server, "llm_router", None)
-    if router is None or not group:
-        return None
-    model_list = getattr(router, "model_list", None)
-    stamp = (router, model_list, len(model_list) if isinstance(model_list, list) else -1)
-    try:
-        return _DEPLOYMENTS.get(group, lambda: next(iter(router.get_model_list(model_name=group) or []), None), stamp)
-    except Exception:
-        return None
-
-
-def _model_group(data: Mapping[str, Any]) -> str:
-    for key in ("metadata", "litellm_metadata"):
-        meta = data.get(key)
-        if isinstance(meta, Mapping) and isinstance(meta.get("model_group"), str):
-            return meta["model_group"]
-    return ""
 
 
 class PrefixStabilizer(CustomLogger):
@@ -218,12 +48,12 @@ class PrefixStabilizer(CustomLogger):
         group = ""
         try:
             group = data.get("model") if isinstance(data.get("model"), str) else ""
-            deployment = _proxy_deployment(group) or {}
+            deployment = targets.proxy_deployment(group) or {}
             params = deployment.get("litellm_params") or {}
             model_info = deployment.get("model_info") or None
             model = params.get("model") or group
-            target = target_for(model, params.get("custom_llm_provider"), model_info,
-                                api_base=params.get("api_base"), call_type=call_type)
+            target = targets.resolve(model, params.get("custom_llm_provider"), model_info,
+                                     api_base=params.get("api_base"), call_type=call_type)
             api_key_hash = getattr(user_api_key_dict, "api_key", None)
             team_id = getattr(user_api_key_dict, "team_id", None)
         except Exception as exc:
@@ -247,10 +77,9 @@ class PrefixStabilizer(CustomLogger):
             team_id=team_id if isinstance(team_id, str) else None,
         )
         if affinity and call_id is not None:
-            applied = self.core.applied.get(call_id)
-            # Passed through (an internal error, another shape): the request is as the client sent it.
-            key = applied.affinity_key if applied is not None else self._session_key_for_affinity(
-                data, call_type, api_key_hash, team_id)
+            taken, key = self.core.affinity_key(call_id)
+            if not taken:  # passed through (an internal error, another shape): as the client sent it
+                key = self._session_key_for_affinity(data, call_type, api_key_hash, team_id)
         self._give_session_id(data, key, call_type)
         return result
 
@@ -259,13 +88,13 @@ class PrefixStabilizer(CustomLogger):
             model = kwargs.get("model") if isinstance(kwargs.get("model"), str) else ""
             model_info = kwargs.get("model_info") if isinstance(kwargs.get("model_info"), Mapping) else None
             params = kwargs.get("litellm_params") if isinstance(kwargs.get("litellm_params"), Mapping) else {}
-            target = target_for(model, kwargs.get("custom_llm_provider"), model_info,
-                                api_base=kwargs.get("api_base") or params.get("api_base"), call_type=call_type)
+            target = targets.resolve(model, kwargs.get("custom_llm_provider"), model_info,
+                                     api_base=kwargs.get("api_base") or params.get("api_base"), call_type=call_type)
         except Exception as exc:
             logger.warning("litellm-prefix: could not resolve the deployment (%s)", type(exc).__name__)
             model, model_info, target = "", None, Target()
         return await self.core.stabilize(
-            kwargs, call_type, target=target, model_names=(_model_group(kwargs), model), model_info=model_info,
+            kwargs, call_type, target=target, model_names=(targets.model_group(kwargs), model), model_info=model_info,
             hints=True,
         )
 

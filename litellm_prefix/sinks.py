@@ -310,7 +310,7 @@ class Sinks:
 
     def _remember(self, call_id, key, data, wire_name, drift, group, agent, target, tools_text=None) -> None:
         """Keep this request's shape and what it shares with the session's previous request."""
-        # (render.hoists asks rules.mid_system.hoists_system_messages, as the rules do)
+        # (render.hoists asks target.hoists_system_messages, as the rules do)
         hoisting = {"provider": target.provider, "system_messages_first": target.system_messages_first
                     } if target else {}
         with self._lock:

@@ -293,7 +293,7 @@ def test_billing_block_removal_is_idempotent_and_works_on_the_translated_chat_sh
 
 
 def test_litellm_strip_decision_matches_litellm_provider_configs():
-    from litellm_prefix.hook import litellm_strips_billing
+    from litellm_prefix.target import litellm_strips_billing
 
     assert litellm_strips_billing("anthropic_messages", "hosted_vllm/qwen", "hosted_vllm", None) is False
     assert litellm_strips_billing("anthropic_messages", "anthropic/claude-sonnet-4-5", "anthropic", None) is False

@@ -84,7 +84,7 @@ def test_prompt_cache_key_only_where_the_target_uses_it(target, sent):
 
 
 def test_the_deployment_asks_for_the_key_in_model_info():
-    from litellm_prefix.hook import target_for
+    from litellm_prefix.target import resolve as target_for
 
     plain = target_for("hosted_vllm/qwen", None, None, api_base="http://127.0.0.1:8000/v1", call_type="acompletion")
     asked = target_for("hosted_vllm/qwen", None, {"litellm_prefix": {"promptCacheKey": True}},

@@ -156,12 +156,12 @@ async def test_non_chat_call_types_are_untouched():
 
 
 async def test_a_failing_deployment_lookup_still_stabilizes(monkeypatch, caplog):
-    import litellm_prefix.hook as hook
+    import litellm_prefix.target as target
 
     def broken(group):
         raise RuntimeError("router exploded")
 
-    monkeypatch.setattr(hook, "_proxy_deployment", broken)
+    monkeypatch.setattr(target, "proxy_deployment", broken)
     handler = PrefixStabilizer(Settings(path_check="trusted", stable_path="/srv/pi-home"))
     out = await handler.async_pre_call_hook(None, None, _noisy_request(), "acompletion")
     assert "/srv/pi-home/docs" in out["messages"][0]["content"]
@@ -261,11 +261,11 @@ async def test_no_session_id_is_given_where_no_router_check_reads_it():
 
 
 def test_target_follows_the_values_it_reads_although_remembered(monkeypatch):
-    """``target_for`` is remembered per model, provider, route and the model_info values it
+    """``target.resolve`` is remembered per model, provider, route and the model_info values it
     reads: a changed value (the switch, the declaration, the endpoints) gives its own target."""
     import litellm
 
-    from litellm_prefix.hook import target_for
+    from litellm_prefix.target import resolve as target_for
 
     monkeypatch.setattr(litellm, "openai_system_messages_first", False, raising=False)
     plain = target_for("openai/gpt-4o", None, None, api_base="http://a/v1", call_type="acompletion")
@@ -305,7 +305,8 @@ def test_the_proxy_deployment_of_a_group_is_asked_again_when_the_router_changes(
     shrunk in place, or once a second has passed."""
     import types
 
-    from litellm_prefix import context, hook
+    from litellm_prefix import context
+    from litellm_prefix import target as hook
 
     class Router:
         def __init__(self, model_list):
@@ -318,21 +319,21 @@ def test_the_proxy_deployment_of_a_group_is_asked_again_when_the_router_changes(
 
     clock = [50.0]
     monkeypatch.setattr(context.time, "monotonic", lambda: clock[0])
-    monkeypatch.setattr(hook, "_DEPLOYMENTS", hook.Recent(hook.DEPLOYMENT_SECONDS, 1024))
+    monkeypatch.setattr(hook, "DEPLOYMENTS", hook.Recent(hook.DEPLOYMENT_SECONDS, 1024))
     a = {"model_name": "g", "litellm_params": {"model": "openai/a"}}
     router = Router([a])
     monkeypatch.setitem(sys.modules, "litellm.proxy.proxy_server", types.SimpleNamespace(llm_router=router))
-    assert hook._proxy_deployment("g") is a and hook._proxy_deployment("g") is a and router.asked == 1
+    assert hook.proxy_deployment("g") is a and hook.proxy_deployment("g") is a and router.asked == 1
     b = {"model_name": "g", "litellm_params": {"model": "openai/b"}}
     router.model_list.insert(0, b)  # grown in place
-    assert hook._proxy_deployment("g") is b and router.asked == 2
+    assert hook.proxy_deployment("g") is b and router.asked == 2
     router.model_list[0] = a  # edited in place: seen once the answer is a second old
-    assert hook._proxy_deployment("g") is b
+    assert hook.proxy_deployment("g") is b
     clock[0] += hook.DEPLOYMENT_SECONDS
-    assert hook._proxy_deployment("g") is a
+    assert hook.proxy_deployment("g") is a
     router.model_list = [b]  # another list
-    assert hook._proxy_deployment("g") is b
+    assert hook.proxy_deployment("g") is b
     other = Router([a])
     monkeypatch.setitem(sys.modules, "litellm.proxy.proxy_server", types.SimpleNamespace(llm_router=other))
-    assert hook._proxy_deployment("g") is a and other.asked == 1
-    assert hook._proxy_deployment("unknown") is None and hook._proxy_deployment("") is None
+    assert hook.proxy_deployment("g") is a and other.asked == 1
+    assert hook.proxy_deployment("unknown") is None and hook.proxy_deployment("") is None

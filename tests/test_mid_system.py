@@ -112,7 +112,7 @@ def test_one_hoisting_answer_and_it_is_litellm_s():
     from litellm.constants import OPENAI_SYSTEM_MESSAGES_FIRST_PROVIDERS
 
     from litellm_prefix.measure.render import hoists
-    from litellm_prefix.rules.mid_system import SYSTEM_FIRST_PROVIDERS, hoists_system_messages
+    from litellm_prefix.target import SYSTEM_FIRST_PROVIDERS, hoists_system_messages
 
     assert SYSTEM_FIRST_PROVIDERS == OPENAI_SYSTEM_MESSAGES_FIRST_PROVIDERS
     for provider in ("gemini", "vertex_ai", "openai", "azure", "hosted_vllm", "anthropic"):

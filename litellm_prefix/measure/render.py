@@ -12,6 +12,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..target import hoists_system_messages
+
 ROUTES = {"chat": "/v1/chat/completions", "messages": "/v1/messages", "responses": "/v1/responses"}
 _META_KEYS = ("session_id", "route", "target")
 
@@ -101,8 +103,6 @@ def end_part(framed: bool = False) -> tuple[str, Any]:
 
 
 def hoists(target: Mapping[str, Any]) -> bool:
-    from ..rules.mid_system import hoists_system_messages
-
     return hoists_system_messages(str(target.get("provider") or ""), bool(target.get("system_messages_first")))
 
 

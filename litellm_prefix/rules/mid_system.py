@@ -44,23 +44,12 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from ..context import Context, Event, Target
+from ..target import hoists_system_messages
 from ..view import View, is_system_message
 
 SYSTEM_UPDATE_NOTE = (
     "Operator note (not from the user): the following was sent as a mid-conversation system update."
 )
-HOISTING_PROVIDERS = frozenset({"gemini", "vertex_ai", "vertex_ai_beta"})
-# LiteLLM's OPENAI_SYSTEM_MESSAGES_FIRST_PROVIDERS (litellm/constants.py; a test checks they agree):
-# the providers whose late system messages litellm.openai_system_messages_first moves to the front.
-SYSTEM_FIRST_PROVIDERS = frozenset({"openai", "azure"})
-
-
-def hoists_system_messages(provider: str, system_messages_first: bool) -> bool:
-    """Whether LiteLLM moves every system message of a request for this target to the front:
-    Gemini/Vertex always (``system_instruction``), OpenAI and Azure with
-    ``litellm.openai_system_messages_first``. The one answer for the rules, the measurement and
-    the offline renderer."""
-    return provider in HOISTING_PROVIDERS or (system_messages_first and provider in SYSTEM_FIRST_PROVIDERS)
 # Servers whose roles the model's own chat template decides (LiteLLM provider names).
 SELF_HOSTED_PROVIDERS = frozenset({
     "hosted_vllm", "vllm", "ollama", "ollama_chat", "llamafile", "lm_studio", "xinference", "oobabooga",
