@@ -261,9 +261,10 @@ class sdk_callbacks:
 
 
 class RedisClusterServers:
-    """A real Redis Cluster of ``count`` primaries on 127.0.0.1 (no replicas), each node persisting
-    every write (AOF, fsync always) so a node stopped and started again comes back with its data
-    and its slots (``nodes-<port>.conf``). Stopped by pid."""
+    """A real Redis Cluster of ``count`` primaries on 127.0.0.1 (no replicas), each node with an
+    append-only file (fsync every second, as deployments run it; a stop by SIGTERM writes it out),
+    so a node stopped and started again comes back with its data and its slots
+    (``nodes-<port>.conf``). Stopped by pid."""
 
     def __init__(self, workdir: Path, count: int = 3) -> None:
         self.nodes: list[RedisServer] = []
@@ -272,7 +273,7 @@ class RedisClusterServers:
                 port = free_cluster_port()
                 self.nodes.append(RedisServer(workdir, port, (
                     "--cluster-enabled", "yes", "--cluster-config-file", f"nodes-{port}.conf",
-                    "--cluster-node-timeout", "1000", "--appendonly", "yes", "--appendfsync", "always",
+                    "--cluster-node-timeout", "1000", "--appendonly", "yes", "--appendfsync", "everysec",
                     "--appendfilename", f"appendonly-{port}.aof")))
             cli = Path(find_redis_server()).with_name("redis-cli")
             subprocess.run([str(cli), "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in self.nodes),
