@@ -347,13 +347,15 @@ class RedisSentinelServers:
             time.sleep(0.1)
         raise RuntimeError(f"timed out waiting for {what}")
 
-    def fail_over(self) -> float:
-        """Stop the primary; seconds until the sentinel names the replica as the primary."""
+    def stop_primary(self) -> int:
+        """Stop the current primary (by pid); its port."""
         old = self.primary_port()
-        started = time.monotonic()
         (self.primary if self.primary.port == old else self.replica).stop()
+        return old
+
+    def wait_promoted(self, old: int) -> None:
+        """Until the sentinel names another primary than ``old``."""
         self._wait(lambda: self.primary_port() != old, "the failover")
-        return time.monotonic() - started
 
     def stop(self) -> None:
         if self.sentinel is not None:
