@@ -193,3 +193,24 @@ async def test_build_store_serves_every_deployment(cluster, sentinel, redis_serv
         assert isinstance(store.shared, kind)
         loaded = await store.load(f"build-{time.monotonic_ns()}")
         assert loaded.source == "shared" and await store.save(loaded.key, loaded, '{"v":1}') is True
+
+
+async def test_store_proxy_follows_litellms_cluster_settings(cluster, monkeypatch):
+    """``store: proxy`` where LiteLLM's own Redis is a cluster (``startup_nodes``): the cluster store,
+    every key of a session in its slot, no fallback."""
+    import sys
+    import types
+
+    import litellm._redis  # noqa: F401  # imported by the proxy long before its first request
+
+    class FakeRedisCache:  # stands in for litellm's RedisCache (redis_usage_cache)
+        redis_kwargs = {"startup_nodes": [{"host": "127.0.0.1", "port": cluster.nodes[1].port}]}
+
+    fake = types.ModuleType("litellm.proxy.proxy_server")
+    fake.redis_usage_cache = FakeRedisCache()
+    monkeypatch.setitem(sys.modules, "litellm.proxy.proxy_server", fake)
+    st = Stabilizer(Settings(path_check="absolute", store="proxy", store_timeout_ms=500))
+    before = _journal_keys(cluster)
+    for request in _session(f"proxy-cluster-{time.monotonic_ns()}")[:3]:
+        assert not (await _turn(st, request))[1]
+    assert len(_journal_keys(cluster) - before) == 1 and st.store.shared.on_loop  # the cluster store, on the loop

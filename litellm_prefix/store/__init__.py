@@ -26,7 +26,7 @@ the journal's texts it already holds, so a load transfers only the texts it lack
   | ``redis://``, ``rediss://``, ``unix://`` | ``WireRedisStore`` (``redis_wire``, on the loop) | ``j:<session>``, ``t:<digest>`` |
   | ``redis+sentinel://h:p[,h:p]/service[/db]`` | ``RedisStore`` (redis-py's Sentinel, worker threads) | the same |
   | ``redis+cluster://h:p[,h:p]`` | ``ClusterStore`` (valkey-glide, Rust core) | ``j:{<session>}``, ``t:{<session>}:<digest>`` |
-  | ``proxy`` | ``LazyProxyStore`` (LiteLLM's own Redis settings, worker threads) | the same as standalone |
+  | ``proxy`` | ``LazyProxyStore``: LiteLLM's own Redis settings; a cluster (``startup_nodes``) through ``ClusterStore``, anything else through LiteLLM's client builder on worker threads | as above |
 
   In a cluster a script may only touch keys of one hash slot. Every key of a session carries
   the session's hash tag, so both scripts run in its slot and a request still costs one load
