@@ -51,7 +51,8 @@ from typing import Any
 from .base import STORE_THREADS, Loaded, SharedStore, Store, StoredJournal, journal_text_refs
 from .cipher import Cipher
 from .memory import TEXT_CACHE_BYTES, MemoryStore
-from .redis import LazyProxyStore, RedisStore, WireRedisStore
+from .proxy import LazyProxyStore
+from .redis import RedisStore, WireRedisStore
 from .resilient import BLOCKED_COOL_DOWN_SECONDS, DOWN_COOL_DOWN_SECONDS, SLOW_IN_A_ROW, ResilientStore
 
 __all__ = [
