@@ -225,14 +225,18 @@ async def wave(client: httpx.AsyncClient, targets: list[Proxy], bodies: list[byt
     return [r for r in results if r is not None], sum(r is None for r in results)
 
 
-def redis_evalsha(server: RedisServer) -> int:
+def redis_evalsha(server) -> int:
+    """EVALSHA calls the Redis server (or every node of a cluster) has counted."""
     import redis
 
-    client = redis.Redis.from_url(server.url)
-    try:
-        return client.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)
-    finally:
-        client.close()
+    total = 0
+    for node in getattr(server, "nodes", [server]):
+        client = redis.Redis.from_url(node.url)
+        try:
+            total += client.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)
+        finally:
+            client.close()
+    return total
 
 
 def fallback_lines(proxies: list[Proxy]) -> int:
@@ -253,7 +257,12 @@ def gc_stats(proxy: Proxy) -> dict | None:
 async def run(args) -> dict:
     work = Path(tempfile.mkdtemp(prefix="litellm-prefix-load-"))
     upstream = Upstream(work)
-    redis_server = RedisServer(work)
+    if args.store == "cluster":  # ``--store cluster``: the Redis configurations on a real 3-node cluster
+        from harness.procs import RedisClusterServers
+
+        redis_server = RedisClusterServers(work)
+    else:
+        redis_server = RedisServer(work)
     proxies: dict[str, Proxy] = {}
     try:
         base_config = proxy_config(upstream)
@@ -363,7 +372,7 @@ async def run(args) -> dict:
         overflows_after = listen_overflows()
         requests = args.sessions * args.turns * args.rounds
         reference = upstream_bodies["memory"]
-        report: dict = {"sessions": args.sessions, "turns": args.turns, "rounds": args.rounds, "configs": {}}
+        report: dict = {"sessions": args.sessions, "turns": args.turns, "rounds": args.rounds, "store": args.store, "configs": {}}
         for config in CONFIGS:
             stable, lost, monotone, most_heads = True, False, True, 0
             for i, bodies in upstream_bodies[config].items():
@@ -535,6 +544,9 @@ def main() -> None:
                         help="CPU the calibration proxy's hook spends per request (a known cost, measured like the plugin's)")
     parser.add_argument("--no-freeze", action="store_true",
                         help="leave every proxy's start-up heap to the collector (see bench/proxy_gc.py)")
+    parser.add_argument("--store", choices=("redis", "cluster"), default="redis",
+                        help="the shared store of the redis and replicas configurations: one redis-server, or a "
+                             "3-node Redis Cluster (redis+cluster://, valkey-glide)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "load.json"))
     parser.add_argument("--pool", nargs="+", metavar="RESULT",
                         help="run nothing: read these result files (of runs of the same code) as one")

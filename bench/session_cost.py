@@ -113,7 +113,7 @@ def main() -> None:
     with_plugin, total_with, turns_with = reprocessed(stabilized)
     limit, total_clean, turns_clean = reprocessed(clean)
     journal_bytes = store.journal_bytes()[0]
-    texts = sum(len(t) for t in store._texts.values())
+    texts = sum(len(t) for t in store.snapshot()[1].values())
     result = {
         "turns": TURNS,
         "prompt_tokens_last_turn": len(encoding.encode(render(noisy[-1]), disallowed_special=())),

@@ -8,7 +8,7 @@ each burn 10 ms of CPU around one ``load`` of a session journal from a local red
 redis_wire (``store: redis://``), and with the call through redis-py's blocking client on
 the store's worker threads (``store: proxy``), and with the same scripts through coredis (pure
 Python on the loop, anyio) and valkey-glide (a Rust core on its own threads, answers handed to the
-loop) when they are installed.
+loop) when they are installed, and the store's cluster client (glide) on a real 3-node cluster.
 Reported: the extra process CPU per call, and how much of it ran on the loop's thread, for
 each of three rounds (the machine is shared: compare within a round), and each client's
 store fallbacks (calls the store judged slow: with a healthy local Redis there should be none).
@@ -128,7 +128,7 @@ class GlideStore(_RedisLayout):
             str(a) for a in self._save_args(key, version, journal, refs, texts)]))
 
 
-async def run_all(server: RedisServer, stats: dict[str, Counter[str]]) -> list[dict]:
+async def run_all(server: RedisServer, stats: dict[str, Counter[str]], cluster=None) -> list[dict]:
     import contextlib
 
     def resilient(name: str, shared) -> ResilientStore:
@@ -151,25 +151,44 @@ async def run_all(server: RedisServer, stats: dict[str, Counter[str]]) -> list[d
             stores["glide"] = resilient("glide", await GlideStore.create(server.port, 600, 0.05))
         except ImportError:
             pass
+        if cluster is not None:  # the store's own cluster client (valkey-glide) on a 3-node cluster
+            from litellm_prefix.store.cluster import ClusterStore
+
+            stores["cluster"] = resilient("cluster", ClusterStore(cluster.url, 600, 0.05))
         return await measure(stores)
 
 
 def main() -> None:
     import uvloop
 
-    server = RedisServer(Path(tempfile.mkdtemp(prefix="litellm-prefix-store-calls-")))
+    work = Path(tempfile.mkdtemp(prefix="litellm-prefix-store-calls-"))
+    server = RedisServer(work)
+    cluster = None
     try:
+        try:
+            import glide  # noqa: F401
+
+            from harness.procs import RedisClusterServers
+
+            cluster = RedisClusterServers(work)
+        except ImportError:
+            pass
         stats: dict[str, Counter[str]] = {}
         logging.getLogger("litellm_prefix").setLevel(logging.ERROR)  # counted below instead
-        rounds = uvloop.run(run_all(server, stats))
+        rounds = uvloop.run(run_all(server, stats, cluster))
         fallbacks = {name: counts["store_fallbacks"] for name, counts in stats.items()}
+        kinds = {name: {k: v for k, v in counts.items() if k != "store_fallbacks"} for name, counts in stats.items()}
+        print(f"by kind: {kinds}")
         print(f"store fallbacks in {3 * REQUESTS} calls each: {fallbacks}")
         out = ROOT / "bench" / "results" / "store_calls.json"
         out.write_text(json.dumps({"requests": REQUESTS, "burn_ms": 2 * BURN_MS, "rounds": rounds,
-                                   "store_fallbacks": fallbacks}, indent=2) + "\n")
+                                   "store_fallbacks": fallbacks,
+                                   "store_failures_by_kind": kinds}, indent=2) + "\n")
         print(f"written to {out.relative_to(ROOT)}")
     finally:
         server.stop()
+        if cluster is not None:
+            cluster.stop()
 
 
 if __name__ == "__main__":

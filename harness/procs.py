@@ -279,9 +279,10 @@ class sdk_callbacks:
 
 
 class RedisClusterServers:
-    """A real Redis Cluster of ``count`` primaries on 127.0.0.1 (no replicas), each node persisting
-    every write (AOF, fsync always) so a node stopped and started again comes back with its data
-    and its slots (``nodes-<port>.conf``). Stopped by pid."""
+    """A real Redis Cluster of ``count`` primaries on 127.0.0.1 (no replicas), each node with an
+    append-only file (fsync every second, as deployments run it; a stop by SIGTERM writes it out),
+    so a node stopped and started again comes back with its data and its slots
+    (``nodes-<port>.conf``). Stopped by pid."""
 
     def __init__(self, workdir: Path, count: int = 3) -> None:
         self.nodes: list[RedisServer] = []
@@ -290,7 +291,7 @@ class RedisClusterServers:
                 port = free_cluster_port()
                 self.nodes.append(RedisServer(workdir, port, (
                     "--cluster-enabled", "yes", "--cluster-config-file", f"nodes-{port}.conf",
-                    "--cluster-node-timeout", "1000", "--appendonly", "yes", "--appendfsync", "always",
+                    "--cluster-node-timeout", "1000", "--appendonly", "yes", "--appendfsync", "everysec",
                     "--appendfilename", f"appendonly-{port}.aof")))
             cli = Path(find_redis_server()).with_name("redis-cli")
             subprocess.run([str(cli), "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in self.nodes),
@@ -364,13 +365,15 @@ class RedisSentinelServers:
             time.sleep(0.1)
         raise RuntimeError(f"timed out waiting for {what}")
 
-    def fail_over(self) -> float:
-        """Stop the primary; seconds until the sentinel names the replica as the primary."""
+    def stop_primary(self) -> int:
+        """Stop the current primary (by pid); its port."""
         old = self.primary_port()
-        started = time.monotonic()
         (self.primary if self.primary.port == old else self.replica).stop()
+        return old
+
+    def wait_promoted(self, old: int) -> None:
+        """Until the sentinel names another primary than ``old``."""
         self._wait(lambda: self.primary_port() != old, "the failover")
-        return time.monotonic() - started
 
     def stop(self) -> None:
         if self.sentinel is not None:

@@ -290,11 +290,12 @@ def test_pins_survive_a_restart_and_a_journal_of_the_previous_version_loads():
     first = Stabilizer(Settings(path_check="absolute"), store=store)
     outs = run_cc(requests[:2], first)
     fresh = MemoryStore(100, 3600)
-    for key, (_, raw, refs) in list(store._journals.items()):
+    journals, texts = store.snapshot()
+    for key, (_, raw, refs) in journals.items():
         journal = Journal.decoded(raw)
         assert Journal.decoded(journal.encoded()) == journal
-        fresh._journals[key] = (1, journal.encoded(), refs)
-    fresh._texts.update(store._texts)
+        journals[key] = (1, journal.encoded(), refs)
+    fresh.restore(journals, texts)
     outs += run_cc(requests[2:], Stabilizer(Settings(path_check="absolute"), store=fresh))
     assert outs == alone
     # A journal without the entries (an older version's) loads; the first value seen is pinned from then on.

@@ -72,7 +72,7 @@ async def test_switched_off_for_one_model_passes_that_model_through(tmp_path):
         out = await handler.async_pre_call_deployment_hook(out, "acompletion")
         assert out == snapshot and out["messages"] is data["messages"] and out["tools"] is data["tools"]
     assert handler.core.stats["disabled_for_model"] == 3  # plain-chat: both hooks; chat: the deployment hook
-    assert handler.core.stats["requests"] == 0 and not handler.core.local_store._journals
+    assert handler.core.stats["requests"] == 0 and not len(handler.core.local_store)
     assert not log.exists() or not log.read_text().strip()  # nothing reported for them either
     data = _noisy_request()
     data["model"] = "chat"

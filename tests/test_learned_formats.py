@@ -90,14 +90,14 @@ def test_a_journal_of_the_previous_version_loads_and_its_changed_shapes_are_lear
     raw = journal.encoded()
     assert Journal.decoded(raw) == journal
     st_ = _stabilizer()
-    st_.store._journals["k"] = (1, raw, ())
+    st_.store.restore({"k": (1, raw, ())}, {})
     # run a session with that state: stored under the session's key
     data = {"model": "m", "messages": [{"role": "system", "content": head("1,400", 6)},
                                        {"role": "user", "content": "go"}], "litellm_session_id": "old"}
     st_.clock = lambda: 200.0
     st_.stabilize_sync(json.loads(json.dumps(data)))  # creates the session's journal
-    (key,) = [k for k in st_.store._journals if k != "k"]
-    st_.store._journals[key] = (1, raw, ())
+    (key,) = [k for k in st_.store.snapshot()[0] if k != "k"]
+    st_.store.restore({key: (1, raw, ())}, {})
     outs = []
     for turn, (rows, n) in enumerate([("1,400", 6), ("1,500", 7), ("1,600", 8)]):
         data["messages"][0]["content"] = head(rows, n)

@@ -225,7 +225,9 @@ def test_evicted_line_text_pins_the_current_value():
     outs = []
     for turn in range(4):
         if turn == 1:
-            store._texts.clear()  # the blob space lost the old line texts (LRU eviction, Redis TTL)
+            evicted = MemoryStore(100, 3600)  # the blob space lost the old line texts (LRU eviction, Redis TTL)
+            evicted.restore(store.snapshot()[0], {})
+            st.store = st.local_store = evicted
         body.append({"role": "user", "content": f"step {turn}"})
         st.clock = lambda turn=turn: moments[turn].timestamp()
         outs.append(st.stabilize_sync({"model": "m", "messages": [{"role": "system", "content": heads[turn]},
@@ -241,7 +243,7 @@ def test_journal_stays_bounded_on_a_head_full_of_numbers():
     st = _stabilizer(store=MemoryStore(10, 3600))
     st.stabilize_sync({"model": "m", "messages": [{"role": "system", "content": head}, {"role": "user", "content": "hi"}],
                        "litellm_session_id": "big"}, target=OPENAI)
-    (raw,) = [entry[1] for entry in st.store._journals.values()]
+    (raw,) = [entry[1] for entry in st.store.snapshot()[0].values()]
     assert len(json.loads(raw)["learned"]["lines"]) == MAX_TRACKED_LINES * 28
     assert len(raw) < 20_000
 
@@ -339,12 +341,12 @@ def run_prefix(st: Stabilizer, heads, times, turn, session):
 def _restarted(store: MemoryStore) -> MemoryStore:
     """A new process: every journal serialised and read back, the blob space carried over."""
     fresh = MemoryStore(100, 3600)
-    for key, (_, raw, refs) in list(store._journals.items()):
+    journals, texts = store.snapshot()
+    for key, (_, raw, refs) in journals.items():
         journal = Journal.from_json(json.loads(raw))
         assert Journal.from_json(json.loads(journal.encoded())) == journal
-        fresh._journals[key] = (1, journal.encoded(), refs)
-    for digest, text in store._texts.items():
-        fresh._texts[digest] = text
+        journals[key] = (1, journal.encoded(), refs)
+    fresh.restore(journals, texts)
     return fresh
 
 

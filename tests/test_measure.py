@@ -225,7 +225,7 @@ def test_metrics_count_calls_tokens_and_internal_events(tmp_path):
     assert value("litellm_prefix_requests_total", **labels) == 3
     assert value("litellm_prefix_transform_seconds_count") >= 3
     # the gauge of sessions held, set by the last counted request: this stabilizer's one session
-    assert value("litellm_prefix_sessions") == len(s.stabilizer.local_store._journals) == 1
+    assert value("litellm_prefix_sessions") == len(s.stabilizer.local_store) == 1
     other = Session(tmp_path, session="sess-metrics-2", group=group)
     other.stabilizer.store = other.stabilizer.local_store = s.stabilizer.local_store  # two sessions held
     other.call(next(turns(1, pi_head())))

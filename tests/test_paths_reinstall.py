@@ -105,7 +105,7 @@ def _stabilizer(store: MemoryStore | None = None, **kwargs) -> Stabilizer:
 
 
 def journal_roots(stabilizer: Stabilizer) -> list[tuple[tuple[str, str], ...]]:
-    return [Journal.decoded(raw).roots for _, raw, _ in stabilizer.store._journals.values()]
+    return [Journal.decoded(raw).roots for _, raw, _ in stabilizer.store.snapshot()[0].values()]
 
 
 @pytest.mark.parametrize("package", [PI16, PI073], ids=["pi-1.6", "pi-0.73"])
@@ -163,9 +163,8 @@ def test_a_replica_with_only_the_journal_decides_the_same(tmp_path, home):
     for m in msgs[:2]:
         send(first, m)
     replica = MemoryStore(100, 3600)  # another process: the journals serialised and read back, nothing else
-    for key, (_, raw, refs) in store._journals.items():
-        replica._journals[key] = (1, Journal.decoded(raw).encoded(), refs)
-    replica._texts.update(store._texts)
+    journals, texts = store.snapshot()
+    replica.restore({key: (1, Journal.decoded(raw).encoded(), refs) for key, (_, raw, refs) in journals.items()}, texts)
     other = _stabilizer(store=replica)
     assert [send(other, m) for m in msgs[2:]] == alone[2:]
     assert alone[2][0]["content"] == pi16_head(a)

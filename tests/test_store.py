@@ -532,6 +532,9 @@ async def test_a_replica_back_from_local_state_keeps_newer_shared_decisions():
 async def test_store_proxy_uses_the_proxys_own_redis(redis_server, monkeypatch):
     import types
 
+    import litellm._redis  # noqa: F401  # a proxy has imported LiteLLM before its first request: not on a
+    # store worker, where a cold import (tens of seconds on a busy machine) outlasts the safety cap
+
     class FakeRedisCache:  # stands in for litellm's RedisCache (redis_usage_cache)
         redis_kwargs = {"url": redis_server.url}
 

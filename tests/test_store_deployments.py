@@ -6,6 +6,7 @@ sends, and at most one turn runs on local state.
 """
 from __future__ import annotations
 
+import asyncio
 import copy
 import time
 
@@ -61,6 +62,15 @@ def _journal_keys(cluster) -> set[str]:
             reply = node.command("KEYS", "litellm-prefix:j:*").decode()
             keys |= {line[len("litellm-prefix:j:{"):-1] for line in reply.split("\r\n") if line.startswith("litellm")}
     return keys
+
+
+async def _until_shared(st: Stabilizer, deadline: float = 15) -> float:
+    """Seconds until the store answers from Redis again (a probe every 50 ms, real cool-downs)."""
+    started = time.monotonic()
+    while (await st.store.load(f"probe-{time.monotonic_ns()}")).source != "shared":
+        assert time.monotonic() - started < deadline, "the store did not come back"
+        await asyncio.sleep(0.05)
+    return time.monotonic() - started
 
 
 async def _turn(st: Stabilizer, request: dict) -> tuple[list, bool]:
@@ -124,6 +134,7 @@ async def test_a_cluster_node_stopped_and_started_again(cluster):
     owner = next(n for n in cluster.nodes if int(n.command("CLUSTER", "COUNTKEYSINSLOT", str(slot))
                                                  .split(b"\r\n")[0][1:]) > 0)
     owner.stop()
+    stopped = time.monotonic()
     local_turns = 0
     try:
         expected = (await alone.stabilize(copy.deepcopy(requests[3])))["messages"]
@@ -133,15 +144,16 @@ async def test_a_cluster_node_stopped_and_started_again(cluster):
     finally:
         owner.start()
         cluster.wait_ok()
-    started = time.monotonic()
-    st.store.clock.skip(st.store.cool_down_left)
+    restarted = time.monotonic()
+    back = await _until_shared(st)
     for turn, request in enumerate(requests[4:], 4):
         expected = (await alone.stabilize(copy.deepcopy(request)))["messages"]
         messages, local = await _turn(st, request)
         assert messages == expected, f"turn {turn}"
         local_turns += local
     assert local_turns <= 1 and st.stats["errors"] == 0
-    print(f"cluster node restart: {local_turns} local-state turn(s), back in {time.monotonic() - started:.2f} s")
+    print(f"\ncluster node stopped {restarted - stopped:.2f} s: {local_turns} local-state turn(s), store used "
+          f"again {back:.2f} s after the node was back")
 
 
 async def test_a_sentinel_failover_during_a_session(sentinel):
@@ -154,18 +166,23 @@ async def test_a_sentinel_failover_during_a_session(sentinel):
         assert await _turn(st, request) == (expected, False)
     primary = next(s for s in (sentinel.primary, sentinel.replica) if s.port == sentinel.primary_port())
     primary.command("WAIT", "1", "2000")  # the replica has every write (asynchronous replication)
-    seconds = sentinel.fail_over()
-    local_turns = 0
-    for turn, request in enumerate(requests[3:], 3):
+    stopped = time.monotonic()
+    old = sentinel.stop_primary()
+    # A turn while no primary answers: local state, from the last shared journal.
+    expected = (await alone.stabilize(copy.deepcopy(requests[3])))["messages"]
+    messages, local_turns = await _turn(st, requests[3])
+    assert messages == expected
+    sentinel.wait_promoted(old)
+    promoted = time.monotonic() - stopped
+    back = await _until_shared(st) + promoted
+    for turn, request in enumerate(requests[4:], 4):
         expected = (await alone.stabilize(copy.deepcopy(request)))["messages"]
         messages, local = await _turn(st, request)
         assert messages == expected, f"turn {turn}"
         local_turns += local
-        if local:
-            st.store.clock.skip(st.store.cool_down_left)
     assert local_turns <= 1 and st.stats["errors"] == 0
-    assert (await st.store.load("after-failover")).source == "shared"
-    print(f"sentinel failover: promoted in {seconds:.2f} s, {local_turns} local-state turn(s)")
+    print(f"\nsentinel failover: replica promoted {promoted:.2f} s after the primary stopped, store used again "
+          f"after {back:.2f} s, {local_turns} local-state turn(s)")
 
 
 async def test_build_store_serves_every_deployment(cluster, sentinel, redis_server):
@@ -176,3 +193,24 @@ async def test_build_store_serves_every_deployment(cluster, sentinel, redis_serv
         assert isinstance(store.shared, kind)
         loaded = await store.load(f"build-{time.monotonic_ns()}")
         assert loaded.source == "shared" and await store.save(loaded.key, loaded, '{"v":1}') is True
+
+
+async def test_store_proxy_follows_litellms_cluster_settings(cluster, monkeypatch):
+    """``store: proxy`` where LiteLLM's own Redis is a cluster (``startup_nodes``): the cluster store,
+    every key of a session in its slot, no fallback."""
+    import sys
+    import types
+
+    import litellm._redis  # noqa: F401  # imported by the proxy long before its first request
+
+    class FakeRedisCache:  # stands in for litellm's RedisCache (redis_usage_cache)
+        redis_kwargs = {"startup_nodes": [{"host": "127.0.0.1", "port": cluster.nodes[1].port}]}
+
+    fake = types.ModuleType("litellm.proxy.proxy_server")
+    fake.redis_usage_cache = FakeRedisCache()
+    monkeypatch.setitem(sys.modules, "litellm.proxy.proxy_server", fake)
+    st = Stabilizer(Settings(path_check="absolute", store="proxy", store_timeout_ms=500))
+    before = _journal_keys(cluster)
+    for request in _session(f"proxy-cluster-{time.monotonic_ns()}")[:3]:
+        assert not (await _turn(st, request))[1]
+    assert len(_journal_keys(cluster) - before) == 1 and st.store.shared.on_loop  # the cluster store, on the loop

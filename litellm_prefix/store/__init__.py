@@ -19,8 +19,27 @@ the journal's texts it already holds, so a load transfers only the texts it lack
   redis://``, ``rediss://``, ``unix://``: ``redis_wire``, on the proxy's event loop) and
   ``RedisStore`` (redis-py's blocking client on worker threads: ``store: proxy`` and URLs
   ``redis_wire`` does not serve).
+- Redis deployments, by the ``store`` URL (``kind_of``):
+
+  | URL | client | keys |
+  |---|---|---|
+  | ``redis://``, ``rediss://``, ``unix://`` | ``WireRedisStore`` (``redis_wire``, on the loop) | ``j:<session>``, ``t:<digest>`` |
+  | ``redis+sentinel://h:p[,h:p]/service[/db]`` | ``RedisStore`` (redis-py's Sentinel, worker threads) | the same |
+  | ``redis+cluster://h:p[,h:p]`` | ``ClusterStore`` (valkey-glide, Rust core) | ``j:{<session>}``, ``t:{<session>}:<digest>`` |
+  | ``proxy`` | ``LazyProxyStore``: LiteLLM's own Redis settings; a cluster (``startup_nodes``) through ``ClusterStore``, anything else through LiteLLM's client builder on worker threads | as above |
+
+  In a cluster a script may only touch keys of one hash slot. Every key of a session carries
+  the session's hash tag, so both scripts run in its slot and a request still costs one load
+  and at most one save. Texts are therefore kept per session: the one cross-session case (a
+  derived session's journal seeded from its first request's key) carries the texts it lacks
+  on its first save, from this process's local copies (``SharedStore.texts_per_session``).
+  ``get_texts``/``put_texts`` take the session key (``Loaded.key``) to find them.
+  Measured per call on a busy loop (``bench/store_calls.py``): redis_wire about half the
+  process CPU of glide and of redis-py's threads; coredis, whose timeout is a timer on the
+  loop, abandoned healthy calls and is not used.
 - ``resilient``: ``ResilientStore``, Redis with local state as the fallback; see its
-  docstring for the time budget and what a cool-down covers.
+  docstring for the time budget and what a cool-down covers. Failures are classified by
+  exception class name (redis-py's, glide's, LiteLLM's ``RedisCircuitBreakerOpenError``).
 - ``cipher``: every value the shared store writes, sealed at rest when a key is configured.
 - ``fake``: an in-memory shared store with switchable failures, for tests.
 """
@@ -32,7 +51,8 @@ from typing import Any
 from .base import STORE_THREADS, Loaded, SharedStore, Store, StoredJournal, journal_text_refs
 from .cipher import Cipher
 from .memory import TEXT_CACHE_BYTES, MemoryStore
-from .redis import LazyProxyStore, RedisStore, WireRedisStore
+from .proxy import LazyProxyStore
+from .redis import RedisStore, WireRedisStore
 from .resilient import BLOCKED_COOL_DOWN_SECONDS, DOWN_COOL_DOWN_SECONDS, SLOW_IN_A_ROW, ResilientStore
 
 __all__ = [

@@ -72,6 +72,9 @@ class ClusterStore(_RedisLayout):
             return client
         task = self._connecting.get(where)
         if task is None or (task.done() and (task.cancelled() or task.exception() is not None)):
+            for gone in [w for w in self._connecting if w[0] != where[0] or w[1].is_closed()]:
+                self._connecting.pop(gone, None)  # a closed loop's client, a forked parent's: dropped
+                self._clients.pop(gone, None)
             task = self._connecting[where] = asyncio.get_running_loop().create_task(self._connect())
             task.add_done_callback(lambda t: t.cancelled() or t.exception())
         client = await asyncio.shield(task)

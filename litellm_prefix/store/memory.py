@@ -80,6 +80,20 @@ class MemoryStore:
             if len(text) + 64 <= self._texts.maxsize:
                 self._texts[digest] = text
 
+    # -- a process's state as a whole: handed to another (a restart, a replica) -----------
+
+    def snapshot(self) -> tuple[dict[str, tuple[int, str, tuple[str, ...]]], dict[str, str]]:
+        """A copy of everything held: (session key -> (version, journal JSON, refs), digest -> text)."""
+        with self._lock:
+            return dict(self._journals.items()), dict(self._texts.items())
+
+    def restore(self, journals: dict[str, tuple[int, str, tuple[str, ...]]], texts: dict[str, str]) -> None:
+        """Hold these journals (replacing any under the same keys) and texts, as ``snapshot`` gives them."""
+        with self._lock:
+            for key, entry in journals.items():
+                self._journals[key] = (entry[0], entry[1], tuple(entry[2]))
+            self._put(texts)
+
     def journal_bytes(self) -> list[int]:
         with self._lock:
             return [len(entry[1]) for entry in self._journals.values()]

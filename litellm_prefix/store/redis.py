@@ -2,7 +2,7 @@
 
 ``RedisStore`` (redis-py's blocking client, for the worker threads) and ``WireRedisStore``
 (``redis_wire``, on the caller's event loop) send the same scripts, keys and arguments
-(``_RedisLayout``). ``LazyProxyStore`` is ``store: proxy``: LiteLLM's own Redis settings.
+(``_RedisLayout``).
 """
 from __future__ import annotations
 
@@ -250,55 +250,3 @@ class WireRedisStore(_RedisLayout):
         if texts:
             await self.wire.pipeline(*(("SET", self._text_key(digest), self._seal(text, self._text_key(digest)),
                                         "EX", self.ttl) for digest, text in texts.items()))
-
-
-
-def _proxy_redis(ttl_seconds: int, timeout_seconds: float, cipher: Cipher | None = None) -> RedisStore | None:
-    """A client for the LiteLLM proxy's own Redis (``redis_usage_cache``), when it has one."""
-    import sys
-
-    proxy_server = sys.modules.get("litellm.proxy.proxy_server")
-    cache = getattr(proxy_server, "redis_usage_cache", None)
-    if cache is None:
-        return None
-    from litellm._redis import get_redis_client
-
-    # The proxy's connection settings, with this store's own budget and retry policy.
-    options = RedisStore.client_options(timeout_seconds)
-    kwargs = {k: v for k, v in dict(getattr(cache, "redis_kwargs", {}) or {}).items()
-              if k not in options and k not in ("connection_pool", "max_connections")}
-    return RedisStore(get_redis_client(**kwargs, **options), ttl_seconds, cipher=cipher)
-
-
-class LazyProxyStore:
-    """``store: proxy``: the proxy's Redis, looked up at first use (the proxy sets it up after callbacks load)."""
-
-    name = "redis"
-    on_loop = False
-    texts_per_session = False
-
-    def __init__(self, ttl_seconds: int, timeout_seconds: float, cipher: Cipher | None = None) -> None:
-        self.ttl = ttl_seconds
-        self.timeout = timeout_seconds
-        self.cipher = cipher
-        self._store: Any = None
-
-    def _resolve(self) -> Any:
-        if self._store is None:
-            self._store = _proxy_redis(self.ttl, self.timeout, self.cipher)
-            if self._store is None:
-                raise ConnectionError("the proxy has no Redis configured")
-        return self._store
-
-    def load(self, key, held=()):
-        return self._resolve().load(key, held)
-
-    def save(self, key, version, journal, refs, texts):
-        return self._resolve().save(key, version, journal, refs, texts)
-
-    def get_texts(self, hashes, key=None):
-        return self._resolve().get_texts(hashes)
-
-    def put_texts(self, texts, key=None):
-        return self._resolve().put_texts(texts)
-

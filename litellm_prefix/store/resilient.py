@@ -275,11 +275,11 @@ class ResilientStore:
         texts = texts or {}
         if loaded.source != "shared":
             return await self.local.save(key, loaded, journal, refs, texts)
-        if self.shared.texts_per_session:  # a journal seeded from another session's: its texts come along
-            lacking = [h for h in refs if h not in loaded.refs and h not in texts]
-            if lacking:
-                texts = {**await self.local.get_texts(None, lacking), **texts}
         try:
+            if self.shared.texts_per_session:  # a journal seeded from another session's: its texts come along
+                lacking = [h for h in refs if h not in loaded.refs and h not in texts]
+                if lacking:
+                    texts = {**await self.local.get_texts(None, lacking), **texts}
             saved = await self._shared_call("save", key, loaded.version, journal, refs, texts)
         except Exception as exc:
             self._failed("save", exc)
