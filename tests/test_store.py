@@ -543,6 +543,24 @@ async def test_a_load_from_redis_whose_save_fails_is_not_saved_locally():
     assert (await store.local.load(key)).journal is None and faulty.stored(key)[0] is None
 
 
+async def test_a_restore_redis_does_not_answer_runs_on_local_state():
+    st, faulty = _faulty_stabilizer()
+    store: ResilientStore = st.store
+    key = f"restore-{time.monotonic_ns()}"
+    assert await store.save(key, await store.load(key), '{"kept":1}', ("h1",), {"h1": "text one"})
+    faulty._journals.clear()  # Redis comes back empty
+    faulty._texts.clear()
+    faulty.fail["save"] = "down"
+    loaded = await store.load(key)
+    assert (loaded.source, loaded.journal, loaded.texts) == ("local", '{"kept":1}', {"h1": "text one"})
+    assert st.stats["store_restored"] == 0 and st.stats["store_down"] == 1 and faulty.stored(key)[0] is None
+    faulty.fail.clear()
+    store.clock.skip(store.cool_down_left)
+    loaded = await store.load(key)  # Redis answers again: the journal and its text go back
+    assert (loaded.source, loaded.journal, loaded.version) == ("shared", '{"kept":1}', 1)
+    assert st.stats["store_restored"] == 1 and faulty.stored(key) == ('{"kept":1}', 1, ("h1",), {"h1": "text one"})
+
+
 async def test_a_replica_back_from_local_state_keeps_newer_shared_decisions():
     """Replica A loses Redis and serves a turn from local state (snapshotting memory that
     now holds a new entry); replica B keeps the shared journal. When A is back, it sends
