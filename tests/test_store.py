@@ -245,6 +245,52 @@ async def test_resume_in_a_new_process_sends_the_same_bytes(redis_server):
     assert all(removed("todo") != m.get("content") for m in in_process[-1])
 
 
+async def test_a_redis_emptied_between_two_turns_gets_the_journal_back_from_local_state(redis_server, caplog):
+    """Redis flushed (as a restart without persistence would leave it) between turns 4 and 5: the
+    session continues from the journal local state holds, written back to Redis with its texts;
+    every later turn sends the bytes of a run without the flush (the memory deletion at turn 5
+    is still a correction note, the todo removal at turn 3 still pinned), and another gateway
+    with fresh local state continues the session from Redis alone."""
+    requests = list(_session_requests())
+    redis_server.command("FLUSHALL")
+    plain = _redis_stabilizer(redis_server.url)
+    unflushed = [(await plain.stabilize(copy.deepcopy(r)))["messages"] for r in requests]
+    redis_server.command("FLUSHALL")
+    st = _redis_stabilizer(redis_server.url)
+    outs = [(await st.stabilize(copy.deepcopy(r)))["messages"] for r in requests[:5]]
+    redis_server.command("FLUSHALL")
+    caplog.set_level("INFO", logger="litellm_prefix")
+    outs += [(await st.stabilize(copy.deepcopy(r)))["messages"] for r in requests[5:6]]
+    assert st.stats["store_restored"] == 1 and st.stats["store_fallbacks"] == 0
+    assert "restored to the shared store from local state" in caplog.text and "A fact" not in caplog.text
+    other = _redis_stabilizer(redis_server.url)  # another gateway process: nothing held locally
+    outs += [(await other.stabilize(copy.deepcopy(r)))["messages"] for r in requests[6:]]
+    assert outs == unflushed
+    assert other.stats["store_restored"] == 0 and other.stats["store_fallbacks"] == 0
+    assert any("Memory correction" in str(m.get("content")) for m in outs[-1])
+    assert all(removed("todo") != m.get("content") for m in outs[-1])
+
+
+async def test_two_gateways_restoring_one_session_together_leave_one_journal(redis_server):
+    requests = list(_session_requests())
+    redis_server.command("FLUSHALL")
+    unflushed = [(await _redis_stabilizer(redis_server.url).stabilize(copy.deepcopy(r)))["messages"]
+                 for r in requests[:7]]
+    redis_server.command("FLUSHALL")
+    a, b = _redis_stabilizer(redis_server.url), _redis_stabilizer(redis_server.url)
+    for r in requests[:5]:
+        await a.stabilize(copy.deepcopy(r))
+    assert (await b.stabilize(copy.deepcopy(requests[4])))["messages"] == unflushed[4]  # b holds it too now
+    redis_server.command("FLUSHALL")
+    outs = await asyncio.gather(a.stabilize(copy.deepcopy(requests[5])), b.stabilize(copy.deepcopy(requests[5])))
+    assert [o["messages"] for o in outs] == [unflushed[5]] * 2
+    assert a.stats["store_restored"] + b.stats["store_restored"] == 1
+    assert a.stats["store_restore_conflicts"] + b.stats["store_restore_conflicts"] == 1  # the other one followed
+    assert redis_server.command("KEYS", "litellm-prefix:j:*").startswith(b"*1\r\n")  # one journal in Redis
+    assert (await b.stabilize(copy.deepcopy(requests[6])))["messages"] == unflushed[6]
+    assert a.stats["store_fallbacks"] + b.stats["store_fallbacks"] == 0
+
+
 # -- round trips -----------------------------------------------------------------------------
 
 
@@ -452,9 +498,11 @@ async def test_a_redis_restarted_between_two_calls_costs_no_fallback(tmp_path):
         server.start()  # no turn of the loop in between: the old connection looks alive
         sends = store.shared.wire.sends
         loaded = await store.load("restart")
-        assert loaded.source == "shared" and loaded.journal is None  # a fresh Redis (no persistence)
-        # The dead write, then on the new connection EVALSHA (NOSCRIPT: a fresh Redis) and EVAL.
-        assert store.shared.wire.sends == sends + 3 and st.stats["store_fallbacks"] == 0
+        # A fresh Redis (no persistence): the journal local state holds is written back.
+        assert loaded.source == "shared" and loaded.journal == '{"v":1}' and st.stats["store_restored"] == 1
+        # The dead write, then on the new connection EVALSHA (NOSCRIPT: a fresh Redis) and EVAL for
+        # the load, and the same two for the save that restores the journal.
+        assert store.shared.wire.sends == sends + 5 and st.stats["store_fallbacks"] == 0
     finally:
         server.stop()
 
@@ -493,6 +541,24 @@ async def test_a_load_from_redis_whose_save_fails_is_not_saved_locally():
     faulty.fail["save"] = "slow"
     assert await store.save(key, loaded, '{"lost":1}') is None
     assert (await store.local.load(key)).journal is None and faulty.stored(key)[0] is None
+
+
+async def test_a_restore_redis_does_not_answer_runs_on_local_state():
+    st, faulty = _faulty_stabilizer()
+    store: ResilientStore = st.store
+    key = f"restore-{time.monotonic_ns()}"
+    assert await store.save(key, await store.load(key), '{"kept":1}', ("h1",), {"h1": "text one"})
+    faulty._journals.clear()  # Redis comes back empty
+    faulty._texts.clear()
+    faulty.fail["save"] = "down"
+    loaded = await store.load(key)
+    assert (loaded.source, loaded.journal, loaded.texts) == ("local", '{"kept":1}', {"h1": "text one"})
+    assert st.stats["store_restored"] == 0 and st.stats["store_down"] == 1 and faulty.stored(key)[0] is None
+    faulty.fail.clear()
+    store.clock.skip(store.cool_down_left)
+    loaded = await store.load(key)  # Redis answers again: the journal and its text go back
+    assert (loaded.source, loaded.journal, loaded.version) == ("shared", '{"kept":1}', 1)
+    assert st.stats["store_restored"] == 1 and faulty.stored(key) == ('{"kept":1}', 1, ("h1",), {"h1": "text one"})
 
 
 async def test_a_replica_back_from_local_state_keeps_newer_shared_decisions():

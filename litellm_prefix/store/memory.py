@@ -65,6 +65,14 @@ class MemoryStore:
                 entry = self._journals.get(key)
                 self._journals[key] = ((entry[0] if entry else 0) + 1, journal, tuple(refs))
 
+    def held(self, key: str) -> tuple[str, tuple[str, ...], dict[str, str]] | None:
+        """(journal, refs, the referred texts this process holds) of the session, or None."""
+        with self._lock:
+            entry = self._journals.get(key)
+            if entry is None:
+                return None
+            return entry[1], entry[2], {h: self._texts[h] for h in entry[2] if h in self._texts}
+
     def held_texts(self, key: str) -> dict[str, str]:
         """The texts this process holds of those the session's journal referred to when last seen here."""
         with self._lock:

@@ -154,6 +154,16 @@ class ResilientStore:
       is not written locally either.
     - Local state mirrors every journal Redis returned, so an outage starts from the
       last shared state this process saw.
+    - A Redis that answers "no journal" for a session local state still holds (Redis
+      restarted empty, flushed, failed over to an empty node; or the session expired there
+      by TTL while this process kept it) gets the local journal back: it is written to Redis
+      by compare-and-set at the version Redis answered, with every referred text this
+      process holds (an empty Redis lacks them too), and the request continues from it, so
+      pinned values stay and the session pays no re-prefill (``store_restored``). If another
+      process restored or wrote first, the compare-and-set fails and this load answers with
+      what Redis holds then (``store_restore_conflicts``). Referred texts this process no
+      longer holds are fetched as for any evicted text. If Redis does not answer the write,
+      the request runs on local state.
     """
 
     name = "resilient"
@@ -257,17 +267,41 @@ class ResilientStore:
 
     # -- the interface -----------------------------------------------------------------
 
-    async def load(self, key: str) -> Loaded:
+    async def load(self, key: str, restore: bool = True) -> Loaded:
         held = self.local.held_texts(key)
         try:
             journal, version, refs, fetched = await self._shared_call("load", key, tuple(held))
         except Exception as exc:
             self._failed("load", exc)
             return await self.local.load(key)
+        if journal is None and restore:
+            restored = await self._restore(key, version)
+            if restored is not None:
+                return restored
         texts = {h: held[h] for h in refs if h in held}
         texts.update(fetched)
         self.local.mirror(key, journal, refs, fetched)
         return Loaded(journal, version, texts, frozenset(refs), "shared", key)
+
+    async def _restore(self, key: str, version: int) -> Loaded | None:
+        """The shared store has no journal under ``key``: write back the one local state holds
+        (None: it holds none; the shared answer stands)."""
+        held = self.local.held(key)
+        if held is None:
+            return None
+        journal, refs, texts = held
+        try:
+            saved = await self._shared_call("save", key, version, journal, refs, texts)
+        except Exception as exc:
+            self._failed("save", exc)
+            return await self.local.load(key)  # this request runs on local state, as after a failed load
+        if not saved:  # another process restored or wrote first: follow what Redis holds now
+            self.stats["store_restore_conflicts"] += 1
+            return await self.load(key, restore=False)
+        self.stats["store_restored"] += 1
+        logger.info("litellm-prefix: session %s journal restored to the shared store from local state "
+                    "(shared version %d, %d of %d texts)", key[:16], version + 1, len(texts), len(refs))
+        return Loaded(journal, version + 1, texts, frozenset(refs), "shared", key)
 
     async def save(self, key: str, loaded: Loaded, journal: str, refs: Iterable[str] = (),
                    texts: dict[str, str] | None = None) -> bool | None:
