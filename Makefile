@@ -48,7 +48,7 @@ run: $(BIN)/.installed-run
 # LITELLM_E2E (the real-agent suite once, on the first: it tests the agents' CLIs, not LiteLLM).
 test: $(BIN)/.installed $(BIN)/.installed-agents $(VENV_E2E)/.installed
 	$(BIN)/python -m pytest -q
-	$(VENV_E2E)/bin/python -m pytest -q -p no:cacheprovider -m e2e --deselect tests/test_real_agents.py
+	$(VENV_E2E)/bin/python -m pytest -q -p no:cacheprovider -m "e2e or litellm" --deselect tests/test_real_agents.py
 
 bench: $(BIN)/.installed $(BIN)/.installed-agents
 	$(BIN)/python -m bench.overhead
