@@ -98,7 +98,7 @@ LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 
 def _lint(config: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([str(LINT_IMPORTS), "--no-cache", "--verbose", str(config)], capture_output=True, text=True,
+    return subprocess.run([str(LINT_IMPORTS), "--no-cache", "--verbose", "--config", str(config)], capture_output=True, text=True,
                           cwd=PACKAGE.parent, timeout=120)
 
 
