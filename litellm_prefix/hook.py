@@ -37,6 +37,10 @@ class PrefixStabilizer(CustomLogger):
         self.core = Stabilizer(self.settings)
         self.affinity = SessionAffinity(self.core.store, self.core.stats, lambda: self.settings,
                                         self.settings.session_ttl_seconds, report=self.core.sinks.jsonl)
+        missing = targets.litellm_does().missing()
+        if missing:  # an older LiteLLM than the README's table: the rules that rely on it are off-target
+            logger.warning("litellm-prefix: this LiteLLM release lacks %s (README, \"LiteLLM versions\")",
+                           ", ".join(missing))
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -45,7 +49,7 @@ class PrefixStabilizer(CustomLogger):
             cls.async_pre_call_hook = PrefixStabilizer.async_pre_call_hook
 
     async def async_pre_call_hook(self, user_api_key_dict: Any, cache: Any, data: dict, call_type: Any) -> dict:
-        group = ""
+        group, deployment = "", None
         try:
             group = data.get("model") if isinstance(data.get("model"), str) else ""
             deployment = targets.proxy_deployment(group) or {}
@@ -60,11 +64,12 @@ class PrefixStabilizer(CustomLogger):
             logger.warning("litellm-prefix: could not resolve the deployment (%s)", type(exc).__name__)
             target, model_info, model, api_key_hash, team_id = Target(model=str(data.get("model", ""))), None, "", None, None
         call_id = call_id_of(data)
-        # A session id is given only where a router check reads it for this model group (LiteLLM's
-        # ``session_affinity``, or our own check in ``always`` mode); elsewhere the metadata stays as
-        # sent. The key comes with the transform (one read of the client's request); computed here
+        # A session id is given only where LiteLLM reads it for this model group (its router's
+        # ``session_affinity``, its Kubernetes pod discovery on the group's deployment, or our own
+        # check in ``always`` mode); elsewhere the metadata stays as sent. The key comes with the transform (one read of the client's request); computed here
         # only for a call the transform cannot name (no call id) or did not take.
-        affinity = self.affinity.active(group)
+        affinity = self.affinity.active(group) or (self.settings.enabled and self.settings.session_affinity != "off"
+                                                   and targets.reads_session_id(deployment))
         key = self._session_key_for_affinity(data, call_type, api_key_hash, team_id) \
             if affinity and call_id is None else None
         result = await self.core.stabilize(

@@ -68,12 +68,21 @@ class LiteLLMDoes:
       Responses requests, which those bridges never see.
     - ``session_affinity``: its router keeps a session on one deployment by a session id
       (``session_affinity`` pre-call check); the plugin gives the id instead of routing twice.
+    - ``pod_discovery`` (1.110+): a deployment with ``kubernetes_pod_discovery: true`` picks one
+      of a headless service's pods by a hash of the same session id; the plugin gives that id
+      for such a deployment too (``reads_session_id``), so a session stays on one pod.
     """
 
     places_mid_system: bool = False
     strips_billing: bool = False
     cache_key_from_session: bool = False
     session_affinity: bool = False
+    pod_discovery: bool = False
+
+    def missing(self) -> tuple[str, ...]:
+        """What a supported release does and this one does not (README, "LiteLLM versions")."""
+        return tuple(name for name in ("places_mid_system", "strips_billing", "cache_key_from_session",
+                                       "session_affinity") if not getattr(self, name))
 
 
 def _found(modules: tuple[str, ...], name: str) -> Any:
@@ -93,6 +102,7 @@ def _found(modules: tuple[str, ...], name: str) -> Any:
 MID_SYSTEM_MODULES = ("litellm.litellm_core_utils.prompt_templates.mid_conversation_system",)
 MESSAGES_UTILS_MODULES = ("litellm.llms.anthropic.messages.utils", "litellm.llms.anthropic.pass_through.utils")
 AFFINITY_MODULES = ("litellm.router_utils.pre_call_checks.deployment_affinity_check",)
+POD_DISCOVERY_MODULES = ("litellm.router_utils.kubernetes_pod_discovery",)
 
 
 @lru_cache(maxsize=1)
@@ -110,7 +120,15 @@ def litellm_does() -> LiteLLMDoes:
         strips_billing=strips,
         cache_key_from_session=_found(MESSAGES_UTILS_MODULES, "prompt_cache_key_from_user_id") is not None,
         session_affinity=_found(AFFINITY_MODULES, "DeploymentAffinityCheck") is not None,
+        pod_discovery=_found(POD_DISCOVERY_MODULES, "KubernetesPodDiscovery") is not None,
     )
+
+
+def reads_session_id(deployment: Mapping[str, Any] | None) -> bool:
+    """LiteLLM picks this deployment's pod by the request's session id (``kubernetes_pod_discovery``)."""
+    params = deployment.get("litellm_params") if isinstance(deployment, Mapping) else None
+    return isinstance(params, Mapping) and params.get("kubernetes_pod_discovery") is True \
+        and litellm_does().pod_discovery
 
 
 # -- one deployment -----------------------------------------------------------------------

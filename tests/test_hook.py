@@ -260,6 +260,27 @@ async def test_no_session_id_is_given_where_no_router_check_reads_it():
     assert out["metadata"] == {} and handler.core.stats["affinity_session_ids"] == 0
 
 
+async def test_a_session_id_is_given_where_litellm_picks_a_pod_by_it(monkeypatch):
+    """LiteLLM 1.110's Kubernetes pod discovery reads the session id on a deployment that turns it
+    on: the pre-call hook gives the session key there too (and only there), as for its router."""
+    from litellm_prefix import target
+    from litellm_prefix.affinity import client_session_id, session_key
+
+    monkeypatch.setattr(target, "litellm_does", lambda: target.LiteLLMDoes(pod_discovery=True))
+    call_type, data = _agent_calls()[1]
+    for discovery, given in ((True, True), (False, False)):
+        deployment = {"litellm_params": {"model": "hosted_vllm/qwen3", "kubernetes_pod_discovery": discovery}}
+        monkeypatch.setattr(target, "proxy_deployment", lambda group: deployment)
+        handler = PrefixStabilizer(Settings(path_check="absolute"))
+        expected = session_key(copy.deepcopy(data), call_type, None, None, settings=handler.settings,
+                               model_names=(data["model"],))
+        out = await handler.async_pre_call_hook(
+            None, None, {**data, "metadata": {}, "litellm_call_id": f"c-pod-{discovery}"}, call_type)
+        assert expected is not None
+        assert client_session_id(out) == (expected if given else None)
+        assert handler.core.stats["affinity_session_ids"] == int(given)
+
+
 def test_target_follows_the_values_it_reads_although_remembered(monkeypatch):
     """``target.resolve`` is remembered per model, provider, route and the model_info values it
     reads: a changed value (the switch, the declaration, the endpoints) gives its own target."""

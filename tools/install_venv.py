@@ -1,6 +1,11 @@
 """Install requirements into the virtualenv that runs this script: with pip, or uv when asked.
 
     .venv/bin/python tools/install_venv.py -e '.[servers]'
+    .venv-litellm-1.110.2/bin/python tools/install_venv.py --no-deps -r requirements/litellm-1.110.2.txt
+
+The second form is `make test`'s second LiteLLM release (Makefile, LITELLM_E2E): a pinned list
+installed without the resolver, so it works where the release's own extras name packages the
+index does not serve, and takes wheels from pip's cache.
 
 The Makefile's installer. pip by default: it compares every configured index's files and
 takes the best wheel for this machine. uv (``LITELLM_PREFIX_UV=1``; a prebuilt wheel from
