@@ -36,9 +36,10 @@ $(BIN)/.installed-agents: $(BIN)/.installed harness/real_agents/install.py $(wil
 	$(BIN)/python -m harness.real_agents.install
 	touch $@
 
-$(VENV_E2E)/.installed: $(REQUIREMENTS_E2E) tools/install_venv.py $(BIN)/.installed-run
+$(VENV_E2E)/.installed: $(REQUIREMENTS_E2E) pyproject.toml tools/install_venv.py $(BIN)/.installed-run
 	test -x $(VENV_E2E)/bin/python || $(BIN)/python -m venv $(VENV_E2E)
 	$(VENV_E2E)/bin/python tools/install_venv.py --no-deps -r $(REQUIREMENTS_E2E)
+	$(VENV_E2E)/bin/python tools/install_venv.py --no-deps -e .
 	touch $@
 
 run: $(BIN)/.installed-run
