@@ -247,21 +247,26 @@ def serve(host: str, port: int, record_path: str | None) -> ThreadingHTTPServer:
     return Server((host, port), make_handler(_State(record_path)))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def run_server(serve_on, name: str, description: str, default_port: int) -> None:
+    """A test server's command line (``--host``, ``--port``, ``--record``): serve until interrupted."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=int(os.environ.get("RECORDING_UPSTREAM_PORT", "18080")))
+    parser.add_argument("--port", type=int, default=default_port)
     parser.add_argument("--record", default=None, help="append each request as a JSON line to this file")
     args = parser.parse_args()
-    server = serve(args.host, args.port, args.record)
-    print(f"recording upstream listening on http://{args.host}:{server.server_address[1]}", flush=True)
+    server = serve_on(args.host, args.port, args.record)
+    print(f"{name} listening on http://{args.host}:{server.server_address[1]}", flush=True)
     try:
         server.serve_forever(poll_interval=0.2)
     except KeyboardInterrupt:
         pass
     finally:
         server.server_close()
-        time.sleep(0)
+
+
+def main() -> None:
+    run_server(serve, "recording upstream", __doc__.splitlines()[0],
+               int(os.environ.get("RECORDING_UPSTREAM_PORT", "18080")))
 
 
 if __name__ == "__main__":

@@ -12,6 +12,8 @@ import pytest
 from harness.agent_requests import claude_code_prompt
 from harness.realistic import chat_request, openai_tools, pi_system_prompt
 
+from test_affinity import Clock, deployments
+
 from litellm_prefix import placement
 from litellm_prefix.affinity import SessionAffinity, head_blocks_of
 from litellm_prefix.settings import Settings
@@ -22,19 +24,6 @@ pytestmark = pytest.mark.anyio
 PI = pi_system_prompt()
 CC = claude_code_prompt(random.Random(5))
 TOOLS = openai_tools()
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def deployments(n: int) -> list[dict]:
-    return [{"model_name": "pool", "litellm_params": {"model": f"openai/m{i}"}, "model_info": {"id": f"dep-{i}"}}
-            for i in range(n)]
 
 
 def request(kind: str, i: int) -> dict:

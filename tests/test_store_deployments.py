@@ -80,6 +80,17 @@ async def _turn(st: Stabilizer, request: dict) -> tuple[list, bool]:
     return out["messages"], st.stats["store_fallbacks"] > before
 
 
+async def _rest_as_alone(st: Stabilizer, alone: Stabilizer, requests: list[dict], start: int) -> int:
+    """Turns ``start``.. of the session: each sends what one process alone sends; how many ran on local state."""
+    local_turns = 0
+    for turn, request in enumerate(requests[start:], start):
+        expected = (await alone.stabilize(copy.deepcopy(request)))["messages"]
+        messages, local = await _turn(st, request)
+        assert messages == expected, f"turn {turn}"
+        local_turns += local
+    return local_turns
+
+
 def test_urls_name_their_deployment():
     assert [kind_of(u) for u in ("redis://h:1/0", "rediss://h:1", "unix:///tmp/r.sock", "redis+cluster://a:1,b:2",
                                  "redis+sentinel://a:1/svc")] == ["single", "single", "single", "cluster", "sentinel"]
@@ -146,11 +157,7 @@ async def test_a_cluster_node_stopped_and_started_again(cluster):
         cluster.wait_ok()
     restarted = time.monotonic()
     back = await _until_shared(st)
-    for turn, request in enumerate(requests[4:], 4):
-        expected = (await alone.stabilize(copy.deepcopy(request)))["messages"]
-        messages, local = await _turn(st, request)
-        assert messages == expected, f"turn {turn}"
-        local_turns += local
+    local_turns += await _rest_as_alone(st, alone, requests, 4)
     assert local_turns <= 1 and st.stats["errors"] == 0
     print(f"\ncluster node stopped {restarted - stopped:.2f} s: {local_turns} local-state turn(s), store used "
           f"again {back:.2f} s after the node was back")
@@ -175,11 +182,7 @@ async def test_a_sentinel_failover_during_a_session(sentinel):
     sentinel.wait_promoted(old)
     promoted = time.monotonic() - stopped
     back = await _until_shared(st) + promoted
-    for turn, request in enumerate(requests[4:], 4):
-        expected = (await alone.stabilize(copy.deepcopy(request)))["messages"]
-        messages, local = await _turn(st, request)
-        assert messages == expected, f"turn {turn}"
-        local_turns += local
+    local_turns += await _rest_as_alone(st, alone, requests, 4)
     assert local_turns <= 1 and st.stats["errors"] == 0
     print(f"\nsentinel failover: replica promoted {promoted:.2f} s after the primary stopped, store used again "
           f"after {back:.2f} s, {local_turns} local-state turn(s)")

@@ -42,7 +42,6 @@ request it measured. ``prompt_tokens`` is the body's length / 4.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import threading
@@ -51,7 +50,7 @@ import uuid
 from http.server import ThreadingHTTPServer
 from typing import Any
 
-from harness.recording_upstream import JsonHandler, Server  # (tools/ on the path: run with -m, see above)
+from harness.recording_upstream import JsonHandler, Server, run_server  # (tools/ on the path: run with -m, see above)
 
 SHELL_TOOLS = ("bash", "shell", "exec_command", "run_shell_command", "shell_command", "local_shell")
 READ_TOOLS = ("read", "read_file", "view", "readfile", "read_many_files")
@@ -361,19 +360,7 @@ def serve(host: str, port: int, record_path: str | None) -> ThreadingHTTPServer:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=18090)
-    parser.add_argument("--record", default=None, help="append each request as a JSON line to this file")
-    args = parser.parse_args()
-    server = serve(args.host, args.port, args.record)
-    print(f"scripted model listening on http://{args.host}:{server.server_address[1]}", flush=True)
-    try:
-        server.serve_forever(poll_interval=0.2)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
+    run_server(serve, "scripted model", __doc__.splitlines()[0], 18090)
 
 
 if __name__ == "__main__":
