@@ -45,15 +45,12 @@ $(VENV_E2E)/.installed: $(REQUIREMENTS_E2E) pyproject.toml tools/install_venv.py
 run: $(BIN)/.installed-run
 	$(BIN)/python -m tools.run_gateway
 
-# The whole suite on the release `litellm[proxy]` resolves to, then the end-to-end suite and the
-# release checks on LITELLM_E2E. Run once, on the first: the real-agent suite (it tests the
-# agents' CLIs; their requests are the shapes the other end-to-end tests send) and llama.cpp's
-# reprocessed-token measurement (llama.cpp's cache on bytes the byte-level tests pin; minutes).
-E2E_ONCE := --deselect tests/test_real_agents.py \
-	--deselect tests/test_e2e_llama.py::test_plugin_cuts_reprocessed_tokens_to_within_5_percent_of_a_stable_client
+# The whole suite on the release `litellm[proxy]` resolves to and, at the same time (one on
+# each core: the end-to-end suite mostly waits on proxies, agent CLIs and llama.cpp), the
+# end-to-end suite and the release checks on LITELLM_E2E (tools/run_suites.py).
 test: $(BIN)/.installed $(BIN)/.installed-agents $(VENV_E2E)/.installed
-	$(BIN)/python -m pytest -q
-	$(VENV_E2E)/bin/python -m pytest -q -p no:cacheprovider -m "e2e or litellm" $(E2E_ONCE)
+	$(BIN)/python -m tools.run_suites "all=$(BIN)/python -m pytest -q" \
+		"e2e-$(LITELLM_E2E)=$(VENV_E2E)/bin/python -m pytest -q -p no:cacheprovider -m 'e2e or litellm'"
 
 bench: $(BIN)/.installed $(BIN)/.installed-agents
 	$(BIN)/python -m bench.overhead
