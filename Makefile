@@ -47,10 +47,12 @@ run: $(BIN)/.installed-run
 
 # The whole suite on the release `litellm[proxy]` resolves to, then the end-to-end suite and the
 # release checks on LITELLM_E2E. Run once, on the first: the real-agent suite (it tests the
-# agents' CLIs; their requests are the shapes the other end-to-end tests send) and llama.cpp's
-# reprocessed-token measurement (llama.cpp's cache on bytes the byte-level tests pin; minutes).
+# agents' CLIs; their requests are the shapes the other end-to-end tests send), llama.cpp's
+# reprocessed-token measurement (llama.cpp's cache on bytes the byte-level tests pin; minutes)
+# and the four-server fleet check (llama.cpp's slots against bench/fleet.py's model).
 E2E_ONCE := --deselect tests/test_real_agents.py \
-	--deselect tests/test_e2e_llama.py::test_plugin_cuts_reprocessed_tokens_to_within_5_percent_of_a_stable_client
+	--deselect tests/test_e2e_llama.py::test_plugin_cuts_reprocessed_tokens_to_within_5_percent_of_a_stable_client \
+	--deselect tests/test_fleet_real.py
 test: $(BIN)/.installed $(BIN)/.installed-agents $(VENV_E2E)/.installed
 	$(BIN)/python -m pytest -q
 	$(VENV_E2E)/bin/python -m pytest -q -p no:cacheprovider -m "e2e or litellm" $(E2E_ONCE)
