@@ -9,6 +9,9 @@ project context) arrive over time, think between turns, sometimes idle for minut
 ``--in-flight`` sessions at once. Client requests carry the volatile bytes the plugin
 removes (a date line that moves at midnight, a per-request counter in one kind's head).
 
+``SlotEngine`` models llama.cpp's server instead (a few slots, each keeping one prompt):
+bench/fleet_real.py checks it, and these policies, against four real servers.
+
 Policies, on the same trace:
 
 - ``simple-shuffle`` and ``least-busy``: LiteLLM's routing strategies (a random replica per

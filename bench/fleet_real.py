@@ -87,7 +87,7 @@ def text(seed: object, tokens: int) -> str:
     """Deterministic agent-like prose of about ``tokens`` tokens of the tiny model, from ``seed``."""
     rng = random.Random(repr(seed))
     words, chars = [], 0
-    while chars < tokens * 3:  # about 3 characters a token with this vocabulary (measured by the run)
+    while chars < tokens * 3:  # about 3 characters a token; the run counts the real tokens (``tokenize``)
         word = "".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(1, 3)))
         words.append(word + ("." if rng.random() < 0.08 else ""))
         chars += len(word) + 1
