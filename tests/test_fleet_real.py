@@ -22,11 +22,12 @@ def test_four_real_llama_servers_reprocess_what_the_slot_model_says(tmp_path):
     for name in fleet_real.POLICIES:
         assert real[name]["failures"] == 0
         assert real[name]["prompt_token_mismatches"] == 0  # the servers counted the tokens the model did
-        assert real[name]["prompt_tokens"] == sim[name]["prompt_tokens"] == 19_388
+        assert real[name]["prompt_tokens"] == sim[name]["prompt_tokens"] > 10_000
     # the same routing on both sides: the model's slots are llama.cpp's, to the token
     assert real["sglang"]["colocation_as_simulated"] == 1.0
     assert real["sglang"]["reprocessed"] == sim["sglang"]["reprocessed"]
     assert 0 < real["sglang"]["reprocessed"] < real["sglang"]["prompt_tokens"] / 2  # heads were reused
-    # the plugin placed every session (no more than two on one server) and the ratio agrees
-    assert sum(real["plugin"]["sessions_per_replica"]) == 6 and max(real["plugin"]["sessions_per_replica"]) <= 2
+    # the plugin's placement (the gateway's code on one side, the model's on the other) agrees
+    assert sum(real["plugin"]["sessions_per_replica"]) == 6
+    assert sum(n > 0 for n in real["plugin"]["sessions_per_replica"]) >= 3  # spread by the load gate
     assert result["within_target"], result["plugin_vs_sglang"]
