@@ -17,7 +17,9 @@ restarted before each policy (empty caches). Policies:
 
 - ``plugin``: a real LiteLLM proxy with this plugin, one model group of four deployments and
   the router's ``session_affinity`` check on (config/proxy.fleet.yaml's set-up); clients send no
-  session ids;
+  session ids; a pause of ``CALLBACK_PAUSE_S`` after each answer lets its success callback reach
+  the placement index before the next request (``--via sdk``: the plugin in LiteLLM's SDK
+  ``Router`` in this process instead, which waits for the index itself: no proxy to start);
 - ``sglang``: bench/fleet.py's SGLang-style cache-aware policy as a client-side router sending
   straight to the servers (its tree keyed by 16-token blocks of the real token ids).
 
@@ -28,7 +30,7 @@ blocks ``affinity.head_blocks_of`` takes from the very requests, corrected by ca
 way ``affinity.answered`` does) over ``fleet.SlotEngine`` replicas: llama.cpp's slot selection
 (longest common prefix share over ``--slot-prompt-similarity``, else least recently used).
 Tokens are the server's own: each request is rendered by ``/apply-template`` and tokenized by
-``/tokenize`` on one of the servers, so the model and the servers count the same units (and the
+``/tokenize`` on a server of the same model started for that, so the model and the servers count the same units (and the
 run checks that every answer's ``prompt_tokens`` equals the model's count).
 
 Time: the replay runs far faster than the trace's clock, so the placement gate's time constants
