@@ -21,7 +21,10 @@ restarted before each policy (empty caches). Policies:
   the placement index before the next request (``--via sdk``: the plugin in LiteLLM's SDK
   ``Router`` in this process instead, which waits for the index itself: no proxy to start);
 - ``sglang``: bench/fleet.py's SGLang-style cache-aware policy as a client-side router sending
-  straight to the servers (its tree keyed by 16-token blocks of the real token ids).
+  straight to the servers (its tree keyed by 16-token blocks of the real token ids);
+- ``simple-shuffle``: a random replica per request (LiteLLM's default strategy; bench/fleet.py's
+  ``SimpleShuffle``, client-side with a fixed seed, so the model draws the same replicas): what
+  routing that ignores caches costs on the same servers.
 
 Re-processed tokens = prompt tokens - cached tokens of each answer (llama.cpp's
 ``timings.prompt_n``), summed. The simulation replays the same requests, in the same order,
@@ -77,7 +80,8 @@ FOREVER = 1e9  # seconds: a gate time constant past any run's length
 TOOLS_PER_KIND = 4
 TOOL_SHARE = 0.3  # of a kind's head, in its tool descriptions
 CALLBACK_PAUSE_S = 0.1  # after a proxy answer: its success callback (the placement index) lands first
-POLICIES = ("plugin", "sglang")
+POLICIES = ("plugin", "sglang", "simple-shuffle")
+CLIENT_SIDE = {"sglang": fleet.SGLang, "simple-shuffle": fleet.SimpleShuffle}  # routed by this process
 
 # -- the requests --------------------------------------------------------------------------
 
@@ -193,8 +197,10 @@ class GatewayPlugin(fleet.Plugin):
 
 
 def policy(name: str, all_steps: list[Step], cache_tokens: int) -> fleet.Policy:
-    if name == "sglang":
-        return fleet.SGLang(REPLICAS, random.Random(0), cache_tokens)
+    """A fresh router: the client-side ones from bench/fleet.py (a fixed seed: the model and the
+    real run draw the same random replicas), or the plugin's placement."""
+    if name in CLIENT_SIDE:
+        return CLIENT_SIDE[name](REPLICAS, random.Random(0), cache_tokens)
     heads = {st.session.sid: affinity.head_blocks_of(st.body) for st in all_steps if st.turn == 0}
     return GatewayPlugin(REPLICAS, random.Random(0), cache_tokens, heads)
 
@@ -269,9 +275,9 @@ def usage_of(answer: dict) -> tuple[int, int]:
     return int(usage.get("prompt_tokens") or 0), int(cached)
 
 
-def replay_sglang(urls: dict[str, str], all_steps: list[Step], cache_tokens: int) -> dict:
-    """The SGLang-style policy as a client-side router, straight to the servers."""
-    router = policy("sglang", all_steps, cache_tokens)
+def replay_client_side(name: str, urls: dict[str, str], all_steps: list[Step], cache_tokens: int) -> dict:
+    """A bench/fleet.py policy (``CLIENT_SIDE``) as a client-side router, straight to the servers."""
+    router = policy(name, all_steps, cache_tokens)
     idle = {r: 0 for r in REPLICAS}
     out = Tally()
     with httpx.Client(timeout=600) as client:
@@ -380,14 +386,14 @@ def distinct_ports(n: int) -> list[int]:
 
 def run(sessions: int = 16, turns: int = 4, seed: int = 1, scale: float = 0.1, slots: int = 4,
         horizon_s: float = 120.0, threads: int | None = None, work: Path | None = None,
-        via: str = "proxy", log=print) -> dict:
+        via: str = "proxy", policies: tuple[str, ...] = POLICIES, log=print) -> dict:
     work = work or Path(tempfile.mkdtemp(prefix="litellm-prefix-fleet-real-"))
     threads = threads or max(1, os.cpu_count() or 1)
     all_steps = steps(sessions, turns, seed, scale, horizon_s)
     # fresh ports for each policy's servers: a restarted server would wait out its port's TIME_WAIT
-    fresh = distinct_ports(len(REPLICAS) * len(POLICIES))
-    ports = {name: fresh[i * len(REPLICAS):(i + 1) * len(REPLICAS)] for i, name in enumerate(POLICIES)}
-    urls = {name: dict(zip(REPLICAS, (f"http://127.0.0.1:{p}" for p in ports[name]))) for name in POLICIES}
+    fresh = distinct_ports(len(REPLICAS) * len(policies))
+    ports = {name: fresh[i * len(REPLICAS):(i + 1) * len(REPLICAS)] for i, name in enumerate(policies)}
+    urls = {name: dict(zip(REPLICAS, (f"http://127.0.0.1:{p}" for p in ports[name]))) for name in policies}
     with LlamaServer(free_port(), work / "tokenizer.log", n_parallel=1, ctx_per_slot=512, threads=1,
                      n_predict=1) as tokenizer:
         tokenize(tokenizer.url, all_steps)
@@ -401,35 +407,38 @@ def run(sessions: int = 16, turns: int = 4, seed: int = 1, scale: float = 0.1, s
         if via == "proxy":
             proxy = Proxy(work, proxy_config(urls["plugin"]), gate_env(gate(cache_tokens)), name="plugin")
             proxy.wait_ready()
-        for name in POLICIES:
+        for name in policies:
             for server in servers:
                 server.stop()
             servers = start_servers(ports[name], work, slots, ctx, threads)  # empty caches
             started = time.perf_counter()
-            if name == "sglang":
-                real[name] = replay_sglang(urls[name], all_steps, cache_tokens)
+            if name in CLIENT_SIDE:
+                real[name] = replay_client_side(name, urls[name], all_steps, cache_tokens)
             elif proxy is not None:
                 real[name] = replay_proxy(proxy, all_steps)
             else:
                 real[name] = replay_sdk(urls[name], all_steps, gate(cache_tokens))
             real[name]["seconds"] = round(time.perf_counter() - started, 1)
-            log(f"real {name:8} re-processed {real[name]['reprocessed']:>8,} of {real[name]['prompt_tokens']:>8,}"
+            log(f"real {name:14} re-processed {real[name]['reprocessed']:>8,} of {real[name]['prompt_tokens']:>8,}"
                 f"  sessions per replica {real[name]['sessions_per_replica']}  {real[name]['seconds']} s")
     finally:
         for server in servers:
             server.stop()
         if proxy is not None:
             proxy.stop()
-    sim = {name: simulate(name, all_steps, slots, cache_tokens) for name in POLICIES}
-    for name in POLICIES:
+    sim = {name: simulate(name, all_steps, slots, cache_tokens) for name in policies}
+    for name in policies:
         real[name]["colocation_as_simulated"] = colocation_agreement(all_steps, real[name]["placements"],
                                                                      sim[name]["placements"])
-        log(f"sim  {name:8} re-processed {sim[name]['reprocessed']:>8,} of {sim[name]['prompt_tokens']:>8,}"
+        log(f"sim  {name:14} re-processed {sim[name]['reprocessed']:>8,} of {sim[name]['prompt_tokens']:>8,}"
             f"  sessions per replica {sim[name]['sessions_per_replica']}")
-    vllm = {name: simulate(name, all_steps, slots, cache_tokens, blocks=True) for name in POLICIES}
+    vllm = {name: simulate(name, all_steps, slots, cache_tokens, blocks=True) for name in policies}
     real_ratio = real["plugin"]["reprocessed"] / max(1, real["sglang"]["reprocessed"])
     sim_ratio = sim["plugin"]["reprocessed"] / max(1, sim["sglang"]["reprocessed"])
     quotient = real_ratio / sim_ratio if sim_ratio else float("inf")
+    for tables in (real, sim, vllm):
+        for row in tables.values():
+            row["reprocessed_vs_sglang"] = round(row["reprocessed"] / max(1, tables["sglang"]["reprocessed"]), 3)
     for tables in (real, sim, vllm):
         for row in tables.values():
             row.pop("placements")
