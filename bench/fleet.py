@@ -9,6 +9,9 @@ project context) arrive over time, think between turns, sometimes idle for minut
 ``--in-flight`` sessions at once. Client requests carry the volatile bytes the plugin
 removes (a date line that moves at midnight, a per-request counter in one kind's head).
 
+``SlotEngine`` models llama.cpp's server instead (a few slots, each keeping one prompt):
+bench/fleet_real.py checks it, and these policies, against four real servers.
+
 Policies, on the same trace:
 
 - ``simple-shuffle`` and ``least-busy``: LiteLLM's routing strategies (a random replica per
@@ -85,6 +88,57 @@ class Engine:
         while len(self.blocks) > self.capacity:
             self.blocks.popitem(last=False)
         return hit * BLOCK
+
+
+class SlotEngine:
+    """llama.cpp's server with ``slots`` slots and no RAM prompt cache (``-np N --cache-ram 0``):
+    each slot keeps the tokens of the last prompt it served, and nothing else.
+
+    Slot selection follows ``get_available_slot`` in llama.cpp's tools/server/server-context.cpp:
+    among the idle slots holding tokens, the one whose longest common prefix with the prompt is
+    the largest share of the prompt, if that share exceeds ``similarity``
+    (``--slot-prompt-similarity``, default 0.1; the first slot wins a tie); else the least recently
+    used idle slot (``t_last_used <= t_last``: of equals, the last slot). The chosen slot reuses
+    the longest common prefix, less one token when that is the whole prompt (the server evaluates
+    at least one token to get logits). Every slot is idle here: requests are served one at a time
+    (bench/fleet_real.py replays sequentially). Tokens are whatever the caller tokenized with: the
+    real check uses the server's own tokenizer, so model and server count the same units."""
+
+    def __init__(self, slots: int, similarity: float = 0.1) -> None:
+        self.held: list[tuple] = [()] * slots
+        self.last_used = [-1] * slots
+        self.similarity = similarity
+        self.clock = 0
+
+    def pick(self, tokens: tuple) -> int:
+        best, share_best = None, 0.0
+        for i, held in enumerate(self.held):
+            if held:
+                share = common_prefix(held, tokens) / max(1, len(tokens))
+                if share > share_best and share > self.similarity:
+                    best, share_best = i, share
+        if best is None:
+            t_last = 0
+            for i, used in enumerate(self.last_used):
+                if best is None or used <= t_last:
+                    best, t_last = i, used
+        return best
+
+    def run(self, tokens: tuple) -> int:
+        """Serve a prompt of these tokens: returns its cached tokens (the rest is prefilled)."""
+        slot = self.pick(tokens)
+        cached = min(common_prefix(self.held[slot], tokens), max(0, len(tokens) - 1))
+        self.clock += 1
+        self.held[slot], self.last_used[slot] = tuple(tokens), self.clock
+        return cached
+
+
+def common_prefix(a: tuple, b: tuple) -> int:
+    n = min(len(a), len(b))
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n
 
 
 def block_keys(pieces: list[tuple[int, int]]) -> list[int]:

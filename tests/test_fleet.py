@@ -103,3 +103,64 @@ def test_a_run_is_deterministic_from_its_seed_and_stabilizing_never_costs_tokens
     stable = fleet.simulate(fleet.SessionAffinity, trace, 3, 60_000, 4, 3, stabilized=True)
     assert stable.prefill_tokens < raw.prefill_tokens and stable.prompt_tokens == raw.prompt_tokens
     assert a.moves == 0 and sum(a.requests.values()) == sum(len(s.turns) for s in trace)
+
+
+# -- llama.cpp's slots (bench/fleet_real.py's model) ------------------------------------------
+
+
+def test_a_slot_engine_reuses_the_most_similar_slot_and_one_token_less_than_a_whole_prompt(fleet):
+    engine = fleet.SlotEngine(slots=2)
+    a = tuple(range(100))
+    assert engine.run(a) == 0  # empty: least recently used, of equals the last slot (llama.cpp's <=)
+    assert engine.held[1] == a and engine.held[0] == ()
+    b = tuple(range(1000, 1100))
+    assert engine.run(b) == 0  # shares nothing: the least recently used slot, slot 0
+    assert engine.held == [b, a]
+    assert engine.run(a + (7, 8)) == 100  # a's slot, whole a reused
+    assert engine.run(a + (7, 8)) == 101  # all of it cached: one token is evaluated again
+    assert engine.held == [b, a + (7, 8)]
+
+
+def test_a_slot_engine_takes_a_similar_slot_only_past_the_similarity_threshold(fleet):
+    engine = fleet.SlotEngine(slots=2, similarity=0.5)
+    engine.run(tuple(range(10)))  # slot 1, used at 1
+    engine.run(tuple(range(100, 110)))  # slot 0, used at 2
+    # shares 4 of 10 tokens with slot 1: 0.4 is not over 0.5, so the least recently used slot (1) anyway
+    assert engine.pick(tuple(range(4)) + tuple(range(50, 56))) == 1
+    # shares 6 of 10 with slot 0: over 0.5, although slot 1 is the least recently used
+    assert engine.pick(tuple(range(100, 106)) + (0, 0, 0, 0)) == 0
+    # two slots over the threshold: the larger share wins, whichever is older
+    engine = fleet.SlotEngine(slots=3, similarity=0.5)
+    engine.run((1, 2, 3, 4, 5, 6, 0, 0, 0, 0))  # slot 2
+    engine.run((1, 2, 7, 7, 7, 7, 7, 7, 7, 7))  # shares 0.2, not over 0.5: the least recently used, slot 1
+    assert engine.held[1][2] == 7 and engine.held[0] == ()
+    engine.similarity = 0.1  # now both slots are similar enough to (1, 2, ...)
+    assert engine.pick((1, 2, 3, 4, 5, 6, 7, 7, 7, 7)) == 2  # 0.6 against 0.2, and not slot 0 (empty, LRU)
+    assert engine.pick((1, 2, 7, 7, 7, 7, 7, 0, 0, 0)) == 1  # 0.7 against 0.2
+    assert engine.run((1, 2, 7, 7, 7, 7, 7, 0, 0, 0)) == 7
+
+
+def test_real_fleet_requests_share_a_kinds_head_bytes_exactly_and_nothing_across_kinds():
+    from bench import fleet_real
+    from litellm_prefix import affinity
+
+    steps = fleet_real.steps(sessions=12, turns=3, seed=1, scale=0.1, horizon_s=120)
+    assert steps == fleet_real.steps(sessions=12, turns=3, seed=1, scale=0.1, horizon_s=120)  # deterministic
+    assert [s.session.turns[s.turn].at for s in steps] == sorted(s.session.turns[s.turn].at for s in steps)
+    by_kind: dict = {}
+    for step in steps:
+        by_kind.setdefault(step.session.kind.name, []).append(step)
+    assert len(by_kind) == 4 and all(len({s.session.sid for s in v}) >= 2 for v in by_kind.values())
+    heads = {}
+    for kind, kind_steps in by_kind.items():
+        firsts = {(s.body["messages"][0]["content"], json.dumps(s.body["tools"])) for s in kind_steps}
+        assert len(firsts) == 1  # one head per kind, to the byte
+        heads[kind] = affinity.head_blocks_of(kind_steps[0].body)
+        assert len(heads[kind]) >= 1  # long enough for the plugin's placement index
+        first_users = {s.body["messages"][1]["content"] for s in kind_steps}
+        assert len(first_users) == len({s.session.sid for s in kind_steps})  # each session its own
+    assert len({h[0] for h in heads.values()}) == 4  # kinds differ from the first block
+    for step in steps:  # a later turn extends the earlier one: append-only history
+        if step.turn:
+            earlier = next(s for s in steps if s.session.sid == step.session.sid and s.turn == step.turn - 1)
+            assert step.body["messages"][:len(earlier.body["messages"])] == earlier.body["messages"]
