@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from .caches import Identity
 from .settings import Settings
 
 
@@ -249,7 +250,7 @@ class Context:
     # Wall-clock seconds, set by the shell (core.py); rules never read the clock themselves.
     # A decision that depends on it is recorded in the journal, so replicas and restarts agree.
     now: float | None = None
-    # Request-scoped memo of derived values (a tool's JSON by object id); never changes a result.
+    # Request-scoped memo of derived values (a tool's JSON, by the tool's ``Identity``); never changes a result.
     memo: dict = field(default_factory=dict, compare=False)
     # The tenant-scoped session key (session.scoped_key): provider hints derive from it.
     session_key: str = ""
@@ -264,12 +265,11 @@ class Context:
 
     def tool_json(self, tool: Any) -> str:
         """One tool's compact JSON, computed once per request however many rules ask."""
-        key = id(tool)
+        key = ("tool_json", Identity(tool))
         cached = self.memo.get(key)
-        if cached is None or cached[0] is not tool:
-            cached = (tool, compact_json(tool))
-            self.memo[key] = cached
-        return cached[1]
+        if cached is None:
+            cached = self.memo[key] = compact_json(tool)
+        return cached
 
 
 @dataclass(frozen=True)

@@ -120,6 +120,8 @@ def _head_key(view, ctx: Context) -> tuple[Any, ...] | None:
 def _script(items, inputs) -> tuple[Any, ...] | None:
     """Output items as positions of the input objects they are (by identity), or as JSON bytes
     of an item a rule made; None where an item cannot be encoded."""
+    # By id for this call only (not a cache): ``inputs`` holds every input object meanwhile, so
+    # an id names one object. An ``Identity`` per message would cost more than the script saves.
     position = {id(item): i for i, item in enumerate(inputs)}
     out = []
     for item in items:

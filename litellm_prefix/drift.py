@@ -17,6 +17,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .caches import Identity
 from .context import Context, Event, compact_json, orjson
 from .journal import MARKER_FIELDS, HeadRecord, Journal
 from .sections import JOIN, parse_head, section_digests, text_digest
@@ -46,10 +47,10 @@ def tools_entry(tools: Any, ctx: Context) -> tuple[Any, str, bool]:
 
     ``exact``: no tool carries a marker field and the text is orjson's encoding of the list, so
     two lists with equal texts hold equal JSON values (what may be remembered by the text)."""
-    key = ("tools_json", id(tools))
+    key = ("tools_json", Identity(tools))
     memo = ctx.memo
     cached = memo.get(key)
-    if cached is None or cached[0] is not tools:
+    if cached is None:
         cached = memo[key] = _encode_tools(tools, ctx)
     return cached
 
@@ -77,17 +78,17 @@ def remember_tools(tools: Any, text: str | None, names: tuple[str, ...], ctx: Co
     """What a rule already knows of ``tools`` (unmarked, exact), for this request's head record:
     their JSON (``None``: not known) and their names."""
     if text is not None:
-        ctx.memo[("tools_json", id(tools))] = (tools, text, True)
-    ctx.memo[("tool names", id(tools))] = (tools, names)
+        ctx.memo[("tools_json", Identity(tools))] = (tools, text, True)
+    ctx.memo[("tool names", Identity(tools))] = names
 
 
 def _tool_names(tools: Any, ctx: Context | None) -> tuple[str, ...]:
     if not tools:
         return ()
     if ctx is not None:
-        cached = ctx.memo.get(("tool names", id(tools)))
-        if cached is not None and cached[0] is tools:
-            return cached[1]
+        cached = ctx.memo.get(("tool names", Identity(tools)))
+        if cached is not None:
+            return cached
     return tuple(tool_name(t) for t in tools)
 
 

@@ -16,7 +16,6 @@ calls carry no headers). Each profile's facts were read from the agent's own sou
 from __future__ import annotations
 
 import re
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -24,7 +23,8 @@ from functools import lru_cache
 from typing import Any
 
 from .sections import segment_memo
-from .settings import ContextBlock, Settings, remembered_for
+from .caches import PerObject
+from .settings import ContextBlock, Settings
 
 BILLING_PREFIX = "x-anthropic-billing-header:"
 
@@ -339,7 +339,7 @@ def detect(data: Mapping[str, Any], head: Sequence[str], settings: Settings,
     return _by_headers(headers_of(data)) or _by_head(head)
 
 
-_APPLIED: "OrderedDict[tuple[int, str], tuple[Settings, Settings]]" = OrderedDict()
+_APPLIED = PerObject(64)  # caches.py
 
 
 def apply(settings: Settings, profile: Profile | None) -> Settings:
@@ -349,7 +349,7 @@ def apply(settings: Settings, profile: Profile | None) -> Settings:
     a request does not copy the settings and recompile their derived values."""
     if profile is None:
         return settings
-    return remembered_for(_APPLIED, 64, (id(settings), profile.name), settings, lambda: _apply(settings, profile))
+    return _APPLIED.get(settings, profile.name, lambda: _apply(settings, profile))
 
 
 def _apply(settings: Settings, profile: Profile) -> Settings:

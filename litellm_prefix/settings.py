@@ -20,8 +20,7 @@ import os
 import re
 import sys
 import threading
-from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from fnmatch import fnmatchcase
 from functools import lru_cache
 from pathlib import Path
@@ -30,6 +29,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from .caches import PerObject
 
 logger = logging.getLogger("litellm_prefix")
 
@@ -515,10 +516,10 @@ class Settings(BaseSettings, _Keys):
         on every request, and what is remembered per settings object downstream keeps hitting."""
         deployment = (model_info or {}).get("litellm_prefix")
         try:
-            key = (id(self), tuple(names), _override_key(deployment))
+            key = (tuple(names), _override_key(deployment))
         except TypeError:  # an override value that cannot be a key (a list): computed every time
             return self._for_model(names, deployment)
-        return remembered_for(_FOR_MODEL, 256, key, self, lambda: self._for_model(names, deployment))
+        return _FOR_MODEL.get(self, key, lambda: self._for_model(names, deployment))
 
     def _for_model(self, names: tuple[str, ...], deployment: Any) -> "Settings":
         updates: dict[str, Any] = {}
@@ -530,24 +531,7 @@ class Settings(BaseSettings, _Keys):
         return self.model_copy(update=updates) if updates else self
 
 
-_FOR_MODEL: "OrderedDict[tuple[Any, ...], tuple[Settings, Settings]]" = OrderedDict()
-
-
-def remembered_for(cache: "OrderedDict[Any, tuple[Any, Any]]", size: int, key: Any, owner: Any,
-                   compute: Callable[[], Any]) -> Any:
-    """``compute()``, remembered in ``cache`` under ``key`` (which starts with ``id(owner)``) for the
-    last ``size`` keys. The entry holds ``owner``, so its id is not reused while it is there."""
-    hit = cache.get(key)
-    if hit is not None and hit[0] is owner:
-        return hit[1]
-    result = compute()
-    cache[key] = (owner, result)
-    while len(cache) > size:
-        try:
-            cache.popitem(last=False)
-        except KeyError:  # another thread emptied it meanwhile
-            break
-    return result
+_FOR_MODEL = PerObject(256)  # caches.py
 
 
 def _override_key(deployment: Any) -> Any:
