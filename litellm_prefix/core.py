@@ -22,7 +22,7 @@ from cachetools import Cache, LRUCache
 
 from . import pipeline, profiles, wire
 from .caches import Digest, StreamRecord, Streams, body_json
-from .context import Context, Event, Expiring, Target
+from .context import AgentSeen, Context, Drift, Event, Expiring, Target, payload
 from .drift import tools_entry, tools_json
 from .sections import text_digest
 from .rules.paths import link_target
@@ -230,7 +230,7 @@ class Stabilizer:
                 key, hint_key, affinity_key = identity.key, identity.cache_key, identity.affinity_key
                 new_view, events = await self._run_with_journal(view, ctx, key, fresh=identity.fresh,
                                                                 seeds=self._first_keys(identity))
-                drift = next((e.data for e in events if e.kind == "drift"), None)
+                drift = payload(events, Drift)
             updates = adapter.write(data, new_view) if new_view is not view else {}
         except Exception as exc:  # fail open: the gateway never breaks a call
             self.stats["errors"] += 1
@@ -254,7 +254,7 @@ class Stabilizer:
                                             affinity_key if applied is None else applied.affinity_key)
             self.written[call_id] = tuple(data.get(k) for k in _VIEW_FIELDS)
         if agent:  # reported like a rule's event: every sink reads the agent from the events
-            events = [Event("agent", {"name": agent}), *events]
+            events = [Event("agent", AgentSeen(agent)), *events]
         self.sinks.transformed(call_id, key, data, adapter.name, events, drift, settings, target,
                                model_group=next((n for n in model_names if n), ""),
                                seconds=time.perf_counter() - started, sessions_held=self._sessions_held,

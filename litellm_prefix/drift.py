@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .caches import Identity
-from .context import Context, Event, compact_json, orjson
+from .context import Context, Drift, Event, HeadSeen, TextsNeeded, TextsToKeep, compact_json, orjson
 from .journal import MARKER_FIELDS, HeadRecord, Journal
 from .sections import JOIN, parse_head, section_digests, text_digest
 from .view import View, tool_name
@@ -223,31 +223,32 @@ def record_head(view: View, journal: Journal, ctx: Context) -> tuple[View, Journ
     record, texts = head_record(view, ctx)
     old = journal.head
     if ctx.ping and old is not None:  # a warm-up ping never moves the recorded head (the first one records it)
-        return view, journal, [Event("head", {"fingerprint": record.fingerprint})]
+        return view, journal, [Event("head", HeadSeen(record.fingerprint))]
     # Unchanged: the journal is not rewritten (an unchanged journal costs no save; its TTL is
     # refreshed when it is read).
     journal = journal if old == record else journal.replace(head=record)
     known = {h for _, h, _ in old.sections} | {old.tools} if old else set()
-    events = [Event("head", {"fingerprint": record.fingerprint}),
-              Event("texts", {"texts": {h: t for h, t in texts.items() if h not in known}})]
+    events = [Event("head", HeadSeen(record.fingerprint)),
+              Event("texts", TextsToKeep({h: t for h, t in texts.items() if h not in known}))]
     if old is None or old.fingerprint == record.fingerprint or extends(record, old):
         return view, journal, events
     offset, where, needed = _offset(old, record, texts, ctx)
     if needed and not ctx.texts_fetched:
-        return view, journal, events + [Event("need_texts", {"hashes": needed})]
+        return view, journal, events + [Event("need_texts", TextsNeeded(needed))]
     size = sum(length for _, _, length in record.sections) + len(texts[record.tools])
-    drift: dict[str, Any] = {
-        "event": "drift",
-        "changed": what_changed(old, record),
-        "first_diff_char": offset,
-        "first_diff_token_est": offset // CHARS_PER_TOKEN,
-        "first_diff_in": where,
-        "exact": not needed,
-        "reprefill_tokens_est": estimate_tokens(max(0, size + body_chars(view.body) - offset)),
-        "before": old.fingerprint,
-        "after": record.fingerprint,
-    }
+    tools = None
     if old.tools != record.tools:
         before, after = set(old.tool_names), set(record.tool_names)
-        drift["tools"] = {"added": sorted(after - before), "removed": sorted(before - after)}
+        tools = {"added": sorted(after - before), "removed": sorted(before - after)}
+    drift = Drift(
+        changed=what_changed(old, record),
+        first_diff_char=offset,
+        first_diff_token_est=offset // CHARS_PER_TOKEN,
+        first_diff_in=where,
+        exact=not needed,
+        reprefill_tokens_est=estimate_tokens(max(0, size + body_chars(view.body) - offset)),
+        before=old.fingerprint,
+        after=record.fingerprint,
+        tools=tools,
+    )
     return view, journal, events + [Event("drift", drift)]

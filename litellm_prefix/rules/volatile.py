@@ -59,7 +59,7 @@ import hashlib
 import re
 from functools import lru_cache
 
-from ..context import Context, Event
+from ..context import Context, Event, TextsNeeded, TextsToKeep
 from ..journal import Journal, LearnedLine, LearnState, Note, content_hash
 from ..profiles import NEVER_LEARNED
 from ..sections import memo, parse_head, section_digests, segment_memo
@@ -576,7 +576,7 @@ def _pin_learned_lines(view: View, journal: Journal, ctx: Context) -> tuple[View
             events.append(Event("volatile", {"name": "learned", "action": "learn", "line": key,
                                              "nonce": learned[key].nonce}))
         if need:
-            return view, journal, [Event("need_texts", {"hashes": need})]
+            return view, journal, [Event("need_texts", TextsNeeded(need))]
 
     head = list(view.head)
     for key, line in list(learned.items()):
@@ -602,7 +602,7 @@ def _pin_learned_lines(view: View, journal: Journal, ctx: Context) -> tuple[View
     if new_state != state:
         journal = journal.replace(learned=new_state)
     if texts:
-        events.append(Event("texts", {"texts": texts}))
+        events.append(Event("texts", TextsToKeep(texts)))
     if tuple(head) != view.head:
         view = view.replace(head=tuple(head))
     return view, journal, events
