@@ -8,10 +8,10 @@ replayed at the same place on every later request, so turn N stays a prefix of t
 Two sources, in order:
 
 1. **Named rules**: the presets a profile or the settings turn on (``volatilePresets``,
-   see ``settings.VOLATILE_PRESETS``) and the user's own (``volatile``). The first match
+   see ``profile_data.VOLATILE_PRESETS``) and the user's own (``volatile``). The first match
    in the head is pinned; a group named ``value``, when the pattern has one, is the span
    pinned. Every change of the value is sent as a note, on the request where it happens.
-   A preset with an entry in ``settings.TOOL_VOLATILE_PRESETS`` also pins its first match
+   A preset with an entry in ``profile_data.TOOL_VOLATILE_PRESETS`` also pins its first match
    inside the tool descriptions (Claude Code's WebSearch tool carries the date).
    **Inside the agent's context blocks of the first user message** (``firstUserContext``; a
    profile declares its own): Claude Code's ``<system-reminder>`` with ``# currentDate``, Qwen
@@ -63,7 +63,8 @@ from ..context import Context, Event, TextsNeeded, TextsToKeep
 from ..journal import Journal, LearnedLine, LearnState, Note, content_hash
 from ..profiles import NEVER_LEARNED
 from ..sections import memo, parse_head, section_digests, segment_memo
-from ..settings import TOOL_VOLATILE_PRESETS, VOLATILE_PRESETS, ContextBlock
+from ..profile_data import TOOL_VOLATILE_PRESETS, VOLATILE_PRESETS
+from ..settings import ContextBlock
 from ..view import View, field_of
 from .notes import tail_anchor
 
