@@ -79,7 +79,7 @@ class Applied:
     model_settings: Settings  # the model's settings, before the agent profile's presets
     settings: Settings  # with them
     target: Target
-    key: str | None
+    key: str  # identify(...).cache_key
     agent: str | None
     affinity_key: str | None = None  # affinity.session_key of the client's request (no subagent stream)
 
@@ -243,8 +243,7 @@ class Stabilizer:
             return data
         data.update(updates)
         if hints:
-            events = events + self._apply_hints(data, adapter.name, ctx, hint_key if applied is None else applied.key,
-                                                view, api_key_hash, team_id)
+            events = events + self._apply_hints(data, adapter.name, ctx, hint_key if applied is None else applied.key)
         self.stats["requests"] += 1
         if updates:
             self.stats["rewritten"] += 1
@@ -266,17 +265,15 @@ class Stabilizer:
         self.stats["unchanged_since_applied"] += 1
         if hints:
             ctx = Context(settings=applied.settings, target=applied.target)
-            self._apply_hints(data, applied.shape, ctx, applied.key, None, None, None)
+            self._apply_hints(data, applied.shape, ctx, applied.key)
         # Nothing to report: the pre-call hook reported this call (its head, drift, rules, shape),
         # and a sink reports an unnamed session's hint events nowhere (``Sinks.transformed``).
         return data
 
-    def _apply_hints(self, data, shape: str, ctx: Context, key, view, api_key_hash, team_id) -> list[Event]:
-        """Provider cache hints on the stabilized request (rules/hints.py); fails open on its own."""
+    def _apply_hints(self, data, shape: str, ctx: Context, key: str) -> list[Event]:
+        """Provider cache hints on the stabilized request (rules/hints.py), for the session's
+        ``identify(...).cache_key``; fails open on its own."""
         try:
-            if key is None:
-                key = identify(data, view, profiles.detect(data, view.head, ctx.settings), api_key_hash,
-                               team_id).cache_key
             updates, events = pipeline.run_hints(data, shape, ctx.but(session_key=key))
         except Exception as exc:
             self.stats["errors"] += 1

@@ -55,7 +55,7 @@ LINK_RETRY_SECONDS = 60.0
 
 _BOOKKEEPING = frozenset({"texts", "need_texts", "drift", "head", "agent"})
 # Rendered bytes of the recent sessions' last requests held for incremental measurement
-# (``prefix.Seen``); a session past the bound is measured whole, as before.
+# (``prefix.Seen``); a session past the bound is measured whole.
 SEEN_BYTES = 32 << 20
 
 
