@@ -89,20 +89,14 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
-os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
-for _name in list(os.environ):  # the proxies get only the settings this benchmark gives them
-    if _name == "LITELLM_PREFIX" or _name.startswith("LITELLM_PREFIX_"):
-        del os.environ[_name]
-ROOT = Path(__file__).resolve().parent.parent
-os.environ["LITELLM_PREFIX_CONFIG"] = str(ROOT / "bench" / "no-such-global-settings.json")
-os.environ["PYTHONPATH"] = os.pathsep.join(
-    p for p in (str(ROOT), str(ROOT / "bench"), os.environ.get("PYTHONPATH")) if p)
+import httpx
+from harness.procs import Proxy, RedisServer, Upstream, proxy_config
+from harness.sessions import PiClient, memory_flip_turn
 
-import httpx  # noqa: E402
-from harness.procs import Proxy, RedisServer, Upstream, proxy_config  # noqa: E402
-from harness.sessions import PiClient, memory_flip_turn  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 CONFIGS = ("baseline", "memory", "memory-off", "redis", "redis-off", "baseline-2", "replicas", "replicas-off",
            "calibration", "calibration-off")
@@ -118,6 +112,18 @@ REDIS_CONFIGS = ("redis", "redis-off", "replicas", "replicas-off")  # Redis call
 UNITS = (("baseline",), ("baseline-2",), *((c, off) for c, off in SAME_PROCESS.items()))
 REDIS_PROXIES = ("redis-a", "redis-b", "redis-c")  # redis-a serves ``redis``, the other two ``replicas``
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def proxy_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment every proxy of this benchmark starts from: ``environ`` (this process's)
+    without the plugin's own variables (the proxies get only the settings this benchmark gives
+    them), no global settings file, the cost map from the installed package, and the repository
+    and bench/ (proxy_gc.py) on ``PYTHONPATH``. This process's own environment is left as it is."""
+    env = {k: v for k, v in environ.items() if k != "LITELLM_PREFIX" and not k.startswith("LITELLM_PREFIX_")}
+    env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+    env["LITELLM_PREFIX_CONFIG"] = str(ROOT / "bench" / "no-such-global-settings.json")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), str(ROOT / "bench"), environ.get("PYTHONPATH")) if p)
+    return env
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -281,18 +287,20 @@ async def run(args) -> dict:
         # Unbuffered output, so the plugin's warning lines (store fallbacks) are in the log when counted.
         env = {"PYTHONUNBUFFERED": "1", "BENCH_GC_FREEZE": "0" if args.no_freeze else "1"}
         shared = {**env, "LITELLM_PREFIX_STORE": redis_server.url}
-        proxies["baseline"] = Proxy(work, plain, env, name="baseline")
+        base = proxy_environment(os.environ)
+        proxies["baseline"] = Proxy(work, plain, env, name="baseline", base=base)
         # Every configuration but memory-off has proxies of its own (see the module's docstring).
-        proxies["baseline-b"] = Proxy(work, plain, env, name="baseline-b")
-        proxies["baseline-c"] = Proxy(work, plain, env, name="baseline-c")
+        proxies["baseline-b"] = Proxy(work, plain, env, name="baseline-b", base=base)
+        proxies["baseline-c"] = Proxy(work, plain, env, name="baseline-c", base=base)
         timed = {name: {"BENCH_PLUGIN_CPU_FILE": str(work / f"{name}.plugin-cpu")}
                  for name in ("memory", *REDIS_PROXIES)}
-        proxies["memory"] = Proxy(work, base_config, {**env, **timed["memory"]}, name="memory")
+        proxies["memory"] = Proxy(work, base_config, {**env, **timed["memory"]}, name="memory", base=base)
         for name in REDIS_PROXIES:
-            proxies[name] = Proxy(work, base_config, {**shared, **timed[name]}, name=name)
+            proxies[name] = Proxy(work, base_config, {**shared, **timed[name]}, name=name, base=base)
         calibrated = {**plain, "litellm_settings": {"callbacks": ["proxy_gc.calibration", "proxy_gc.handler"]}}
         proxies["calibration"] = Proxy(work, calibrated, {**env, "BENCH_BURN_MS": str(args.calibration_ms),
-                                                          "BENCH_BURN_SKIP_MODEL": OFF_GROUP}, name="calibration")
+                                                          "BENCH_BURN_SKIP_MODEL": OFF_GROUP}, name="calibration",
+                                          base=base)
         for proxy in proxies.values():
             proxy.wait_ready()
         print(f"{len(proxies)} proxies ready in {time.monotonic() - started:.0f} s", flush=True)

@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import httpx
@@ -133,7 +134,10 @@ def proxy_config(upstream: Upstream, llama_port: int | None = None) -> dict:
 
 
 class Proxy:
-    def __init__(self, workdir: Path, config: dict, env: dict[str, str], name: str = "proxy") -> None:
+    """A LiteLLM proxy process. Its environment: ``base`` (this process's when None), then ``env``."""
+
+    def __init__(self, workdir: Path, config: dict, env: dict[str, str], name: str = "proxy",
+                 base: Mapping[str, str] | None = None) -> None:
         workdir = workdir / name
         workdir.mkdir(exist_ok=True)
         self.port = free_port()
@@ -143,7 +147,8 @@ class Proxy:
         self.config_path.write_text(json.dumps(config, indent=2))  # JSON is valid YAML
         self.log = workdir / "proxy.log"
         self.workdir = workdir
-        self.env = {**os.environ, **env, "LITELLM_MASTER_KEY": self.key, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+        self.env = {**(os.environ if base is None else base), **env, "LITELLM_MASTER_KEY": self.key,
+                    "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
         self.log.write_text("")
         self.start()
         # A cold 20k-token prefill on the tiny llama.cpp model takes 25 s on an idle 2-core machine

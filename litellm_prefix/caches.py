@@ -18,19 +18,33 @@ Elsewhere, each beside the code it serves (documented there):
   of the text); LRU.
 - ``core._DECODED``: a journal's text to the decoded journal. Key: the text. Bound: 2,048.
   Invalidation: none needed (a journal is immutable; a changed journal is another text).
+- ``settings.Settings.for_model`` and ``profiles.apply`` (``PerObject``): a settings object's
+  copy for one model / one profile. Key: the settings object (by identity) and the model's
+  names and override / the profile's name. Bound: 256 / 64, oldest out first. Invalidation:
+  none needed (settings are frozen; another settings object is another key).
 - ``journal._text_hash``, ``context`` and ``profiles``' ``lru_cache``s: pure functions of
   their arguments (regex compilation, a text's hash, a profile's merged settings). Bounded
   by their ``maxsize``.
-- ``Context.memo``: one request's derived values (a tool's JSON); dropped with the request.
-  Keyed by an object's ``id`` only together with the object itself, checked by identity.
+- ``Context.memo``: one request's derived values (a tool's JSON, the tools' JSON and names);
+  dropped with the request. Key: the object by identity (``Identity``).
+- ``sections.KnownTexts`` keeps the last 32 string objects looked up (``Identity``), each with
+  its entry, so the rules' lookups of one request's head cost no comparison.
 - ``Stabilizer.applied`` / ``written`` (``Expiring``): calls this gateway already rewrote,
   by ``litellm_call_id``; 16,384 for 15 minutes / 256 for 30 seconds.
 - ``Sinks.sessions`` / ``reports``: per session the last call's shape; per call its report.
   Bounded by ``maxSessions`` and ``sessionTtlSeconds`` / 4,096 for 10 minutes.
+
+Nothing is keyed by ``id()``: an id names an object only while it lives, and a dead object's id
+is given to the next one. A key that stands for an object by identity is an ``Identity``,
+which holds the object, so no other object can take its place while the key is in a map.
+(Two functions map inputs to their positions by ``id`` for the length of one call, over a list
+that holds every input meanwhile: ``core._script`` and ``rules.tools``. Those are not caches.)
 """
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +54,55 @@ try:
     import orjson
 except ImportError:  # pragma: no cover - orjson comes with litellm[proxy]
     orjson = None
+
+
+class Identity:
+    """A map key that stands for one object by identity: equal only to a key of that very object.
+
+    For objects that cannot be keys themselves (a list, a dict, a pydantic model whose hash reads
+    every field) or whose hash would read all of them (a new 500 KB string). The key holds its
+    object, so the object cannot die and hand its identity to another while the key is in a map."""
+
+    __slots__ = ("obj", "_hash")
+
+    def __init__(self, obj: Any) -> None:
+        self.obj = obj
+        self._hash = object.__hash__(obj)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Identity and other.obj is self.obj
+
+    def __repr__(self) -> str:
+        return f"Identity({type(self.obj).__name__})"
+
+
+class PerObject:
+    """Values derived from an object (by identity) and a hashable rest of key, for the last ``size`` keys.
+
+    The derivation must be a pure function of the object and the rest (the object is frozen), so
+    a hit never changes a result. Oldest key out first. Thread-safe enough for the GIL: a value
+    computed twice by two threads is the same value."""
+
+    def __init__(self, size: int) -> None:
+        self._values: OrderedDict[tuple[Identity, Hashable], Any] = OrderedDict()
+        self._size = size
+
+    def get(self, owner: Any, rest: Hashable, compute: Callable[[], Any]) -> Any:
+        key = (Identity(owner), rest)
+        try:
+            return self._values[key]
+        except KeyError:
+            pass
+        value = self._values[key] = compute()
+        while len(self._values) > self._size:
+            try:
+                self._values.popitem(last=False)
+            except KeyError:  # another thread emptied it meanwhile
+                break
+        return value
 
 
 @dataclass(frozen=True, slots=True)

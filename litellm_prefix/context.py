@@ -5,16 +5,19 @@ import json
 import os
 import time
 
-try:  # about 10x faster than json for the tool schemas every request carries
+try:  # much faster than json for the tool schemas every request carries
     import orjson
 except ImportError:  # pragma: no cover - orjson comes with litellm[proxy]
     orjson = None
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeVar
 
+from .caches import Identity
 from .settings import Settings
+
+_P = TypeVar("_P")
 
 
 @dataclass(frozen=True)
@@ -249,7 +252,7 @@ class Context:
     # Wall-clock seconds, set by the shell (core.py); rules never read the clock themselves.
     # A decision that depends on it is recorded in the journal, so replicas and restarts agree.
     now: float | None = None
-    # Request-scoped memo of derived values (a tool's JSON by object id); never changes a result.
+    # Request-scoped memo of derived values (a tool's JSON, by the tool's ``Identity``); never changes a result.
     memo: dict = field(default_factory=dict, compare=False)
     # The tenant-scoped session key (session.scoped_key): provider hints derive from it.
     session_key: str = ""
@@ -264,17 +267,100 @@ class Context:
 
     def tool_json(self, tool: Any) -> str:
         """One tool's compact JSON, computed once per request however many rules ask."""
-        key = id(tool)
+        key = ("tool_json", Identity(tool))
         cached = self.memo.get(key)
-        if cached is None or cached[0] is not tool:
-            cached = (tool, compact_json(tool))
-            self.memo[key] = cached
-        return cached[1]
+        if cached is None:
+            cached = self.memo[key] = compact_json(tool)
+        return cached
 
 
 @dataclass(frozen=True)
 class Event:
-    """Something a rule did or saw: ``kind`` names it, ``data`` holds hashes, offsets, counts and names only."""
+    """Something a rule did or saw: ``kind`` names it, ``data`` holds hashes, offsets, counts and names only.
+
+    ``data`` is a plain dict where only the JSONL log reads it (a rule's report of what it did),
+    and a typed payload (below) where other code reads it: the pipeline's result, the sinks,
+    the shell. ``record()`` is the same mapping either way, as the log writes it."""
 
     kind: str
-    data: dict = field(default_factory=dict)
+    data: Any = field(default_factory=dict)
+
+    def record(self) -> Mapping[str, Any]:
+        data = self.data
+        return data if isinstance(data, Mapping) else data.record()
+
+
+def payload(events: "Iterable[Event]", cls: type[_P]) -> _P | None:
+    """The first event payload of type ``cls``, if any."""
+    return next((e.data for e in events if type(e.data) is cls), None)
+
+
+class _Payload:
+    """An event payload that code besides its rule reads; its ``record()`` is what the log writes."""
+
+    __slots__ = ()
+
+    def record(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, slots=True)
+class HeadSeen(_Payload):
+    """``head``: the fingerprint of the head sent (the proxy's response header)."""
+
+    fingerprint: str
+
+
+@dataclass(frozen=True, slots=True)
+class TextsToKeep(_Payload):
+    """``texts``: section and tools texts by content hash that the store must keep."""
+
+    texts: Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class TextsNeeded(_Payload):
+    """``need_texts``: hashes of texts a rule could not read (the shell fetches them, runs again)."""
+
+    hashes: Sequence[str]
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSeen(_Payload):
+    """``agent``: the agent profile the request was recognised as."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class BillingBlock(_Payload):
+    """``billing_block``: a per-request billing header block set aside (``action``: ``removed`` or
+    ``left to litellm``), with the sizes around it."""
+
+    action: str
+    block_chars: int
+    cacheable_chars: int
+    cacheable_tokens_est: int
+
+
+@dataclass(frozen=True, slots=True)
+class Drift(_Payload):
+    """``drift``: a genuine head change (section 5 of the design). ``record()`` is the JSONL log's
+    ``drift`` record before the sinks add the session, model and agent."""
+
+    changed: Sequence[str]
+    first_diff_char: int
+    first_diff_token_est: int
+    first_diff_in: str
+    exact: bool
+    reprefill_tokens_est: int
+    before: str
+    after: str
+    tools: Mapping[str, Sequence[str]] | None = None  # {"added": [...], "removed": [...]} when the tools changed
+
+    def record(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"event": "drift"}
+        out.update(_Payload.record(self))
+        if self.tools is None:
+            del out["tools"]
+        return out

@@ -22,7 +22,7 @@ from cachetools import Cache, LRUCache
 
 from . import pipeline, profiles, wire
 from .caches import Digest, StreamRecord, Streams, body_json
-from .context import Context, Event, Expiring, Target
+from .context import AgentSeen, Context, Drift, Event, Expiring, Target, payload
 from .drift import tools_entry, tools_json
 from .sections import text_digest
 from .rules.paths import link_target
@@ -79,7 +79,7 @@ class Applied:
     model_settings: Settings  # the model's settings, before the agent profile's presets
     settings: Settings  # with them
     target: Target
-    key: str | None
+    key: str  # identify(...).cache_key
     agent: str | None
     affinity_key: str | None = None  # affinity.session_key of the client's request (no subagent stream)
 
@@ -120,6 +120,8 @@ def _head_key(view, ctx: Context) -> tuple[Any, ...] | None:
 def _script(items, inputs) -> tuple[Any, ...] | None:
     """Output items as positions of the input objects they are (by identity), or as JSON bytes
     of an item a rule made; None where an item cannot be encoded."""
+    # By id for this call only (not a cache): ``inputs`` holds every input object meanwhile, so
+    # an id names one object. An ``Identity`` per message would cost more than the script saves.
     position = {id(item): i for i, item in enumerate(inputs)}
     out = []
     for item in items:
@@ -228,7 +230,7 @@ class Stabilizer:
                 key, hint_key, affinity_key = identity.key, identity.cache_key, identity.affinity_key
                 new_view, events = await self._run_with_journal(view, ctx, key, fresh=identity.fresh,
                                                                 seeds=self._first_keys(identity))
-                drift = next((e.data for e in events if e.kind == "drift"), None)
+                drift = payload(events, Drift)
             updates = adapter.write(data, new_view) if new_view is not view else {}
         except Exception as exc:  # fail open: the gateway never breaks a call
             self.stats["errors"] += 1
@@ -241,8 +243,7 @@ class Stabilizer:
             return data
         data.update(updates)
         if hints:
-            events = events + self._apply_hints(data, adapter.name, ctx, hint_key if applied is None else applied.key,
-                                                view, api_key_hash, team_id)
+            events = events + self._apply_hints(data, adapter.name, ctx, hint_key if applied is None else applied.key)
         self.stats["requests"] += 1
         if updates:
             self.stats["rewritten"] += 1
@@ -252,7 +253,7 @@ class Stabilizer:
                                             affinity_key if applied is None else applied.affinity_key)
             self.written[call_id] = tuple(data.get(k) for k in _VIEW_FIELDS)
         if agent:  # reported like a rule's event: every sink reads the agent from the events
-            events = [Event("agent", {"name": agent}), *events]
+            events = [Event("agent", AgentSeen(agent)), *events]
         self.sinks.transformed(call_id, key, data, adapter.name, events, drift, settings, target,
                                model_group=next((n for n in model_names if n), ""),
                                seconds=time.perf_counter() - started, sessions_held=self._sessions_held,
@@ -264,17 +265,15 @@ class Stabilizer:
         self.stats["unchanged_since_applied"] += 1
         if hints:
             ctx = Context(settings=applied.settings, target=applied.target)
-            self._apply_hints(data, applied.shape, ctx, applied.key, None, None, None)
+            self._apply_hints(data, applied.shape, ctx, applied.key)
         # Nothing to report: the pre-call hook reported this call (its head, drift, rules, shape),
         # and a sink reports an unnamed session's hint events nowhere (``Sinks.transformed``).
         return data
 
-    def _apply_hints(self, data, shape: str, ctx: Context, key, view, api_key_hash, team_id) -> list[Event]:
-        """Provider cache hints on the stabilized request (rules/hints.py); fails open on its own."""
+    def _apply_hints(self, data, shape: str, ctx: Context, key: str) -> list[Event]:
+        """Provider cache hints on the stabilized request (rules/hints.py), for the session's
+        ``identify(...).cache_key``; fails open on its own."""
         try:
-            if key is None:
-                key = identify(data, view, profiles.detect(data, view.head, ctx.settings), api_key_hash,
-                               team_id).cache_key
             updates, events = pipeline.run_hints(data, shape, ctx.but(session_key=key))
         except Exception as exc:
             self.stats["errors"] += 1

@@ -17,7 +17,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .context import Context, Event, compact_json, orjson
+from .caches import Identity
+from .context import Context, Drift, Event, HeadSeen, TextsNeeded, TextsToKeep, compact_json, orjson
 from .journal import MARKER_FIELDS, HeadRecord, Journal
 from .sections import JOIN, parse_head, section_digests, text_digest
 from .view import View, tool_name
@@ -46,10 +47,10 @@ def tools_entry(tools: Any, ctx: Context) -> tuple[Any, str, bool]:
 
     ``exact``: no tool carries a marker field and the text is orjson's encoding of the list, so
     two lists with equal texts hold equal JSON values (what may be remembered by the text)."""
-    key = ("tools_json", id(tools))
+    key = ("tools_json", Identity(tools))
     memo = ctx.memo
     cached = memo.get(key)
-    if cached is None or cached[0] is not tools:
+    if cached is None:
         cached = memo[key] = _encode_tools(tools, ctx)
     return cached
 
@@ -68,8 +69,8 @@ def _encode_tools(tools: Any, ctx: Context) -> tuple[Any, str, bool]:
         return tools, text, True
     if marked:
         return tools, "[" + ",".join(_unmarked_tool_json(tool, ctx.tool_json) for tool in tools) + "]", False
-    # One encoder call for the list (measured: 35 calls and a join cost ~3x more); the same
-    # bytes as tool by tool, compact JSON having no space after a comma.
+    # One encoder call for the list, not one per tool and a join; the same bytes as tool by
+    # tool, compact JSON having no space after a comma.
     return tools, compact_json(as_list), False
 
 
@@ -77,17 +78,17 @@ def remember_tools(tools: Any, text: str | None, names: tuple[str, ...], ctx: Co
     """What a rule already knows of ``tools`` (unmarked, exact), for this request's head record:
     their JSON (``None``: not known) and their names."""
     if text is not None:
-        ctx.memo[("tools_json", id(tools))] = (tools, text, True)
-    ctx.memo[("tool names", id(tools))] = (tools, names)
+        ctx.memo[("tools_json", Identity(tools))] = (tools, text, True)
+    ctx.memo[("tool names", Identity(tools))] = names
 
 
 def _tool_names(tools: Any, ctx: Context | None) -> tuple[str, ...]:
     if not tools:
         return ()
     if ctx is not None:
-        cached = ctx.memo.get(("tool names", id(tools)))
-        if cached is not None and cached[0] is tools:
-            return cached[1]
+        cached = ctx.memo.get(("tool names", Identity(tools)))
+        if cached is not None:
+            return cached
     return tuple(tool_name(t) for t in tools)
 
 
@@ -222,31 +223,32 @@ def record_head(view: View, journal: Journal, ctx: Context) -> tuple[View, Journ
     record, texts = head_record(view, ctx)
     old = journal.head
     if ctx.ping and old is not None:  # a warm-up ping never moves the recorded head (the first one records it)
-        return view, journal, [Event("head", {"fingerprint": record.fingerprint})]
+        return view, journal, [Event("head", HeadSeen(record.fingerprint))]
     # Unchanged: the journal is not rewritten (an unchanged journal costs no save; its TTL is
     # refreshed when it is read).
     journal = journal if old == record else journal.replace(head=record)
     known = {h for _, h, _ in old.sections} | {old.tools} if old else set()
-    events = [Event("head", {"fingerprint": record.fingerprint}),
-              Event("texts", {"texts": {h: t for h, t in texts.items() if h not in known}})]
+    events = [Event("head", HeadSeen(record.fingerprint)),
+              Event("texts", TextsToKeep({h: t for h, t in texts.items() if h not in known}))]
     if old is None or old.fingerprint == record.fingerprint or extends(record, old):
         return view, journal, events
     offset, where, needed = _offset(old, record, texts, ctx)
     if needed and not ctx.texts_fetched:
-        return view, journal, events + [Event("need_texts", {"hashes": needed})]
+        return view, journal, events + [Event("need_texts", TextsNeeded(needed))]
     size = sum(length for _, _, length in record.sections) + len(texts[record.tools])
-    drift: dict[str, Any] = {
-        "event": "drift",
-        "changed": what_changed(old, record),
-        "first_diff_char": offset,
-        "first_diff_token_est": offset // CHARS_PER_TOKEN,
-        "first_diff_in": where,
-        "exact": not needed,
-        "reprefill_tokens_est": estimate_tokens(max(0, size + body_chars(view.body) - offset)),
-        "before": old.fingerprint,
-        "after": record.fingerprint,
-    }
+    tools = None
     if old.tools != record.tools:
         before, after = set(old.tool_names), set(record.tool_names)
-        drift["tools"] = {"added": sorted(after - before), "removed": sorted(before - after)}
+        tools = {"added": sorted(after - before), "removed": sorted(before - after)}
+    drift = Drift(
+        changed=what_changed(old, record),
+        first_diff_char=offset,
+        first_diff_token_est=offset // CHARS_PER_TOKEN,
+        first_diff_in=where,
+        exact=not needed,
+        reprefill_tokens_est=estimate_tokens(max(0, size + body_chars(view.body) - offset)),
+        before=old.fingerprint,
+        after=record.fingerprint,
+        tools=tools,
+    )
     return view, journal, events + [Event("drift", drift)]

@@ -73,7 +73,7 @@ class Metrics:
         re-checks on every call what holds for a child once made (observable, no exemplar)."""
         if amount < 0:
             raise ValueError("Counters can only be incremented by non-negative amounts.")
-        key = (id(metric), values)
+        key = (metric, values)  # a metric object is its own key (hashed and compared by identity)
         inc = self._incs.get(key)
         if inc is None:
             inc = self._incs[key] = _value_inc(self.child(metric, *values))
@@ -82,7 +82,7 @@ class Metrics:
     def child(self, metric: Any, *values: str) -> Any:
         """``metric.labels(*values)``, kept: every request counts into the same few children
         (the labels are bounded), and ``labels`` validates and locks on each call."""
-        key = (id(metric), values)
+        key = (metric, values)
         found = self._children.get(key)
         if found is None:
             found = self._children[key] = metric.labels(*values)

@@ -12,7 +12,7 @@ from collections import ChainMap
 from collections.abc import Mapping
 from typing import NamedTuple, Protocol
 
-from .context import Context, Event
+from .context import Context, Event, TextsNeeded, TextsToKeep
 from .drift import record_head
 from .journal import Journal
 from .rules.billing import set_aside_billing_block
@@ -48,11 +48,11 @@ class Result(NamedTuple):
 
     @property
     def texts(self) -> Mapping[str, str]:
-        return {h: t for e in self.events if e.kind == "texts" for h, t in e.data["texts"].items()}
+        return {h: t for e in self.events if type(e.data) is TextsToKeep for h, t in e.data.texts.items()}
 
     @property
     def needed(self) -> list[str]:
-        return [h for e in self.events if e.kind == "need_texts" for h in e.data["hashes"]]
+        return [h for e in self.events if type(e.data) is TextsNeeded for h in e.data.hashes]
 
 
 def stateless(rule) -> Rule:

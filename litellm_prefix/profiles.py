@@ -1,4 +1,5 @@
-"""Agent profiles: what each coding agent sends, as data; detection; applying one to settings.
+"""Agent profiles: detection, and applying one to settings (the profiles themselves are data in
+``profile_data``, below the settings, which take their agent defaults from it).
 
 A profile says how to recognise an agent (request headers, else a signature of its head),
 which volatile presets and notification patterns it needs, where its own session id is,
@@ -16,7 +17,6 @@ calls carry no headers). Each profile's facts were read from the agent's own sou
 from __future__ import annotations
 
 import re
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -24,236 +24,21 @@ from functools import lru_cache
 from typing import Any
 
 from .sections import segment_memo
-from .settings import ContextBlock, Settings, remembered_for
-
-BILLING_PREFIX = "x-anthropic-billing-header:"
-
-
-@dataclass(frozen=True)
-class Profile:
-    name: str
-    # (header name, regex searched in its value); any one match recognises the agent.
-    headers: tuple[tuple[str, str], ...] = ()
-    # Regexes matched at the start of one of the head's first three segments.
-    head_signature: tuple[str, ...] = ()
-    # Plain substrings found in the first 20,000 characters of one of those segments.
-    head_markers: tuple[str, ...] = ()
-    # Names from settings.VOLATILE_PRESETS turned on for this agent.
-    volatile_presets: tuple[str, ...] = ()
-    notification_patterns: tuple[str, ...] = ()
-    # The agent's own session id, first found wins: ``header:NAME``, ``body:FIELD`` or
-    # ``metadata:FIELD``, each optionally followed by ``|json:KEY`` (the value is a JSON object:
-    # its KEY) or ``|re:REGEX`` (group 1 of the regex in the value).
-    session_sources: tuple[str, ...] = ()
-    # Headers naming a subagent inside the session: its own stream.
-    subagent_headers: tuple[str, ...] = ()
-    # Head segments that are the same for the main agent and its subagents (skipped when
-    # the stream is told apart by the head): regexes matched at the segment's start.
-    shared_head: tuple[str, ...] = ()
-    # Tell subagents apart by the first head segment that is not shared (when no header says so).
-    stream_by_head: bool = False
-    # Agent ids naming a stream where they differ from the session id (``header:NAME``,
-    # ``body:FIELD``): spawned agents under one subagent header (Codex's ``thread-id``).
-    stream_sources: tuple[str, ...] = ()
-    # Subagents that share the session id and the head (no header says so) are told apart by the
-    # conversation's first prompt: the first user message not matching these context patterns.
-    stream_by_first_prompt: tuple[str, ...] = ()
-    # Auxiliary calls, each its own stream: (kind, ``head:REGEX`` matched at the start of one of
-    # the first three head segments, or ``last_user:REGEX`` at the start of the last user message).
-    aux_streams: tuple[tuple[str, str], ...] = ()
-    # The main loop always sends tools: a request of this agent without tools is an auxiliary call.
-    main_has_tools: bool = False
-    # Where the agent names its workspace (regexes, group 1 the path), before session.WORKSPACE.
-    workspace: tuple[str, ...] = ()
-    # Where the agent's package sits when installed (``packagePathSuffix`` values): the install
-    # root it prints into its prompt ends in one of these (rules/paths.py).
-    install_suffixes: tuple[str, ...] = ()
-    # Blocks the agent writes at the start of its first user message (``firstUserContext``, never
-    # the user's typed text): (start regex, end regex or "" for the part's end, presets pinned inside).
-    first_user_context: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
-    # The agent's fixed reply to a first user message that is all context (regexes, whole text): it
-    # and that message are no part of the session's identity (session.first_typed).
-    context_ack: tuple[str, ...] = ()
-    # The order of its ``tools[]`` (rules/tools.py), applied where ``toolOrder`` is ``auto``: ``keep``
-    # (its own order is deterministic: never reordered), ``sort``, or None (the session decides).
-    tool_order: str | None = None
-    # Head lines that must reach the provider exactly as sent, whatever digits they carry: the
-    # learned-line rule never pins them (regexes searched in each head line; for every request,
-    # detected or not, beside ``learnedVolatileExclude``).
-    never_learned: tuple[str, ...] = ()
-    source: str = ""
-
-
-CLAUDE_CODE = Profile(
-    name="claude-code",
-    headers=(
-        ("user-agent", r"^(?:claude-cli|claude-code)/"),
-        ("x-app", r"^cli$"),
-        ("anthropic-beta", r"(?:^|,)\s*claude-code-"),
-        ("x-claude-code-session-id", r"."),
-    ),
-    head_signature=(
-        rf"{re.escape(BILLING_PREFIX)} cc_version=",
-        r"You are Claude Code, Anthropic's official CLI for Claude",
-        r"You are an agent for Claude Code, Anthropic's official CLI for Claude",
-        r"You are a Claude agent, built on Anthropic's Claude Agent SDK",
-    ),
-    volatile_presets=("todays-date", "git-status"),
-    notification_patterns=(r"^\s*<task-notification>",),
-    # metadata.user_id: a JSON string with session_id (2.1.78+); user_<hash>_account_<id>_session_<uuid> before.
-    session_sources=("header:x-claude-code-session-id", "metadata:user_id|json:session_id",
-                     r"metadata:user_id|re:_session_([A-Za-z0-9-]{8,})$"),
-    subagent_headers=("x-claude-code-agent-id",),
-    shared_head=(
-        re.escape(BILLING_PREFIX),
-        r"You are Claude Code, Anthropic's official CLI for Claude(?:, running within the Claude Agent SDK)?\.\s*$",
-        r"You are a Claude agent, built on Anthropic's Claude Agent SDK\.\s*$",
-    ),
-    stream_by_head=True,
-    # /compact (2.1.197, explore_cc.md) appends its instructions as text blocks to the LAST user message
-    # under the main head and tools: that request is the main stream's (its prefix is the main
-    # conversation, pins included). Older versions sent it under a summarizer system prompt of its own.
-    aux_streams=(("compaction", r"head:You are a helpful AI assistant tasked with summarizing conversations"),),
-    # 2.1.197 (native binary, otr()): the user context as the first part of the first user message,
-    # "<system-reminder>\nAs you answer ...context:\n# claudeMd\n...\n# currentDate\nToday's date is
-    # 2026-12-03.\n\n      IMPORTANT: ...\n</system-reminder>\n".
-    first_user_context=((r"<system-reminder>\nAs you answer the user's questions, you can use the following context:\n",
-                         r"\n</system-reminder>", ("reminder-date",)),),
-    # The attribution block (rules/billing.py) must reach Anthropic's own API exactly as sent.
-    never_learned=(rf"^{re.escape(BILLING_PREFIX)}",),
-    source="@anthropic-ai/claude-code 2.1.90 cli.js (request headers, z08 attribution header, user_id metadata, "
-    "system blocks [billing, identity, prompt]); 2.1.197 is a native binary",
+from .caches import PerObject
+from .settings import ContextBlock, Settings
+from .profile_data import (  # noqa: F401  (the profiles' data, read as profiles.NAME)
+    BILLING_PREFIX,
+    CLAUDE_CODE,
+    CODEX,
+    GEMINI_CLI,
+    OPENCODE,
+    PI,
+    PROFILES,
+    QWEN_CODE,
+    QWEN_CODE_CONTEXT,
+    Profile,
 )
 
-CODEX = Profile(
-    name="codex",
-    headers=(
-        ("originator", r"^codex"),
-        ("user-agent", r"^(?:codex_cli_rs|codex_exec|codex-tui|codex_vscode|codex_sdk_ts|Codex Desktop)/"),
-    ),
-    head_signature=(
-        r"You are Codex, ",
-        r"You are a coding agent running in the Codex CLI",
-    ),
-    session_sources=("header:session-id", "header:thread-id", "header:session_id", "header:x-client-request-id",
-                     "body:prompt_cache_key"),
-    # Review, compaction and memory runs share the conversation's id under another prompt.
-    subagent_headers=("x-openai-subagent",),
-    # Spawned agents share the session id and header value; each has its own thread id.
-    stream_sources=("header:thread-id",),
-    stream_by_first_prompt=(r"<user_instructions>", r"# AGENTS\.md instructions for ", r"<INSTRUCTIONS>",
-                            r"<environment_context>", r"<[a-z_]+_(?:context|instructions)>"),
-    # Automatic compaction comes without the subagent header (codex-rs core compact prompt.md).
-    # Automatic compaction (0.171.0, explore_cc.md): same headers, no tools, request_kind in the turn metadata.
-    aux_streams=(("compaction", r'header:x-codex-turn-metadata:"request_kind"\s*:\s*"compaction"'),
-                 ("compaction", r"last_user:You are performing a CONTEXT CHECKPOINT COMPACTION")),
-    main_has_tools=True,
-    # (Its tools come in build_specs' registration order, MCP tools sorted by name: the same order on
-    # every request. The default toolOrder auto keeps that order, and only pins a session's order
-    # should it ever move; keep would let a moving order through.)
-    source="openai/codex codex-rs/codex-api/src/requests/headers.rs (session_id header, x-openai-subagent), "
-    "codex-rs/core (originator codex_cli_rs, user agent <originator>/<version> (...))",
-)
-
-OPENCODE = Profile(
-    name="opencode",
-    headers=(
-        ("user-agent", r"^opencode/"),
-        ("x-opencode-session", r"."),
-    ),
-    head_signature=(
-        r"You are opencode, ",
-        r"You are OpenCode, ",
-    ),
-    volatile_presets=("todays-date",),
-    session_sources=("header:x-session-affinity", "header:x-opencode-session"),
-    # Its title and compaction requests share the session id (src/agent/prompt/title.txt, compaction.txt).
-    # 1.18.33 (explore_cc.md): the title request comes first, no tools, system "You are a title
-    # generator. You output ONLY a thread title...". Compaction's system prompt, by version.
-    aux_streams=(("title", r"head:You are a title generator"),
-                 ("compaction", r"head:(?:You are a helpful AI assistant tasked with summarizing conversations"
-                                r"|You are summarizing a conversation for continuation by another agent"
-                                r"|You are an anchored context summarization assistant"
-                                r"|You are a context summarization agent)")),
-    main_has_tools=True,
-    source="anomalyco/opencode packages/opencode/src/session (x-session-affinity / X-Session-Id / "
-    "x-parent-session-id headers; x-opencode-session and User-Agent opencode/<version> to its own providers)",
-)
-
-PI = Profile(
-    name="pi",
-    headers=(
-        ("user-agent", r"^pi/\d|^pi-coding-agent"),
-    ),
-    head_signature=(
-        r"You are an expert coding assistant operating inside pi, a coding agent harness",
-    ),
-    head_markers=("\n</tools>\n\n<rules>\n",),  # its sectioned head
-    volatile_presets=("current-date",),
-    session_sources=("header:session_id", "header:x-session-affinity", "body:prompt_cache_key"),
-    # Both package names print the root (README, docs, examples paths): @mariozechner/... 0.73.1 and
-    # @earendil-works/... 1.6.0 dist/core/system-prompt.js (getReadmePath/getDocsPath/getExamplesPath).
-    install_suffixes=("node_modules/@earendil-works/pi-coding-agent", "node_modules/@mariozechner/pi-coding-agent"),
-    source="@earendil-works/pi-coding-agent 0.74.2 dist/core/system-prompt.js (Current date line), "
-    "dist/utils/pi-user-agent.js (pi/<version> (...)), dist/core/sdk.js",
-)
-
-# Qwen Code: no session id to an OpenAI-compatible base URL (``metadata.sessionId`` goes only to
-# DashScope). Its context (date, OS, cwd, folder tree) is the first user message, answered by a fixed
-# "Got it. Thanks for the context!"; main agent and subagents both start with it, then the task.
-QWEN_CODE_CONTEXT = r"This is the Qwen Code\. We are setting up the context for our chat\."
-QWEN_CODE = Profile(
-    name="qwen-code",
-    headers=(
-        ("user-agent", r"^QwenCode/"),
-        ("x-dashscope-useragent", r"^QwenCode/"),
-    ),
-    head_signature=(
-        r"You are Qwen Code, an interactive CLI agent",
-    ),
-    stream_by_first_prompt=(QWEN_CODE_CONTEXT,),
-    # The whole first user message is its context; "Today's date is <toLocaleDateString> (formatted ...)."
-    first_user_context=((QWEN_CODE_CONTEXT + r"\n", "", ("context-date",)),),
-    context_ack=(r"Got it\. Thanks for the context!",),  # STARTUP_CONTEXT_MODEL_ACK
-    aux_streams=(("title", r"head:Generate a concise, sentence-case title"),
-                 ("compaction", r"head:\s*You are the component that summarizes internal chat history"),
-                 ("next-speaker", r"last_user:Analyze \*only\* the content and structure of your immediately")),
-    main_has_tools=True,
-    workspace=(r"(?m)^I'm currently working in the directory: (\S[^\n]*?)[ \t]*$",
-               r"(?m)^I'm currently working in the following directories:\n  - (\S[^\n]*?)[ \t]*$"),
-    source="@qwen-code/qwen-code 0.15.10 cli.js (DefaultOpenAICompatibleProvider.buildHeaders: User-Agent "
-    "QwenCode/<version> (<platform>; <arch>); DashScope provider X-DashScope-UserAgent, buildMetadata; "
-    "utils/environmentContext.ts; services/sessionTitle.ts; getCompressionPrompt)",
-)
-
-# Gemini CLI: Google-native routes; no session id. Its <session_context> block (date, OS, temp dir,
-# workspace, folder tree) is the first part of the first user message, the prompt the second part.
-GEMINI_CLI = Profile(
-    name="gemini-cli",
-    headers=(
-        ("user-agent", r"^GeminiCLI(?:-[^/\s]+)?/|proxy_client=geminicli"),
-    ),
-    head_signature=(
-        r"You are Gemini CLI, an (?:autonomous|interactive) CLI agent specializing in software engineering",
-        r"You are an interactive CLI agent specializing in software engineering tasks\.",
-    ),
-    aux_streams=(("compaction", r"head:\s*You are a specialized system component responsible for distilling chat history"),
-                 ("loop-check", r"head:You are a diagnostic agent that determines whether a conversational AI"),
-                 ("summary", r"last_user:Summarize the user's primary intent or goal in this conversation"),
-                 ("next-speaker", r"last_user:Analyze \*only\* the content and structure of your immediately")),
-    main_has_tools=True,
-    workspace=(r"(?m)^- \*\*Workspace Directories:\*\*\n  - (\S[^\n]*?)[ \t]*$",),
-    first_user_context=((r"<session_context>\nThis is the Gemini CLI\. We are setting up the context for our chat\.\n",
-                         r"\n</session_context>", ("context-date",)),),
-    # Its generalist subagent shares the head's start and the session: told apart by its task (the
-    # first typed text: the prompt part after <session_context>, or the subagent's first message).
-    stream_by_first_prompt=(r"<session_context>\n",),
-    source="@google/gemini-cli 0.61.0 bundle/chunk-JDPZ4CE3.js (createContentGenerator: User-Agent "
-    "GeminiCLI[-<client>]/<version>/<model> (<platform>; <arch>; <surface>), CloudCodeVSCode/... proxy_client=geminicli; "
-    "getEnvironmentContext; getCompressionPrompt; LOOP_DETECTION_SYSTEM_PROMPT; SUMMARY_PROMPT)",
-)
-
-PROFILES: tuple[Profile, ...] = (CLAUDE_CODE, CODEX, OPENCODE, PI, QWEN_CODE, GEMINI_CLI)
 # Every profile's never-learned lines, compiled once.
 NEVER_LEARNED: tuple[re.Pattern[str], ...] = tuple(re.compile(p) for prof in PROFILES for p in prof.never_learned)
 BY_NAME: dict[str, Profile] = {p.name: p for p in PROFILES}
@@ -339,7 +124,7 @@ def detect(data: Mapping[str, Any], head: Sequence[str], settings: Settings,
     return _by_headers(headers_of(data)) or _by_head(head)
 
 
-_APPLIED: "OrderedDict[tuple[int, str], tuple[Settings, Settings]]" = OrderedDict()
+_APPLIED = PerObject(64)  # caches.py
 
 
 def apply(settings: Settings, profile: Profile | None) -> Settings:
@@ -349,7 +134,7 @@ def apply(settings: Settings, profile: Profile | None) -> Settings:
     a request does not copy the settings and recompile their derived values."""
     if profile is None:
         return settings
-    return remembered_for(_APPLIED, 64, (id(settings), profile.name), settings, lambda: _apply(settings, profile))
+    return _APPLIED.get(settings, profile.name, lambda: _apply(settings, profile))
 
 
 def _apply(settings: Settings, profile: Profile) -> Settings:

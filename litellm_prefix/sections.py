@@ -21,6 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .caches import Identity
+
 PI_SECTIONS = frozenset({"preamble", "tools", "rules", "docs", "addendum", "project_context", "skills", "cwd"})
 JOIN = "\n\n"
 _OPEN = re.compile(r"<([A-Za-z][A-Za-z0-9_.-]*)>\n")
@@ -61,18 +63,19 @@ class KnownTexts:
         self._chars = 0
         self._max_chars = max_chars
         self._lock = threading.Lock()
-        # The last string objects looked up (id -> (the object, its entry)): every rule of a
+        # The last string objects looked up, by identity, with their entries: every rule of a
         # request asks about the same few objects, and this answers without reading them.
-        self._recent: dict[int, tuple[str, _Entry]] = {}
+        self._recent: dict[Identity, _Entry] = {}
 
     def entry(self, text: str) -> _Entry:
-        hit = self._recent.get(id(text))
-        if hit is not None and hit[0] is text:  # (held here: the id is not reused meanwhile)
-            return hit[1]
+        key = Identity(text)
+        hit = self._recent.get(key)
+        if hit is not None:
+            return hit
         entry = self._entry(text)
         with self._lock:
             recent = self._recent
-            recent[id(text)] = (text, entry)
+            recent[key] = entry
             if len(recent) > self.RECENT:
                 recent.pop(next(iter(recent)), None)
         return entry

@@ -20,8 +20,7 @@ import os
 import re
 import sys
 import threading
-from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from fnmatch import fnmatchcase
 from functools import lru_cache
 from pathlib import Path
@@ -31,10 +30,20 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.alias_generators import to_camel
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from .caches import PerObject
+from .profile_data import (  # noqa: F401  (VOLATILE_PRESETS and TOOL_VOLATILE_PRESETS: read as settings.NAME too)
+    DEFAULT_NOTIFICATION_PATTERNS,
+    PI_PACKAGE_PATH_SUFFIX,
+    PI_STABLE_PATH,
+    TOOL_VOLATILE_PRESETS,
+    VOLATILE_PRESETS,
+)
+
 logger = logging.getLogger("litellm_prefix")
 
-DEFAULT_PACKAGE_PATH_SUFFIX = "node_modules/@earendil-works/pi-coding-agent"
-DEFAULT_STABLE_PATH = "$HOME/.pi/pi-home"
+# pi's install path (profile_data.py): the defaults hold for every request, from any agent.
+DEFAULT_PACKAGE_PATH_SUFFIX = PI_PACKAGE_PATH_SUFFIX
+DEFAULT_STABLE_PATH = PI_STABLE_PATH
 PROJECT_FILE = Path(".litellm-prefix") / "litellm-prefix.json"
 
 
@@ -56,61 +65,6 @@ class ModelOverrides(BaseModel):
     cache_breakpoints: bool | None = None
 
 
-DEFAULT_NOTIFICATION_PATTERNS = [
-    r"^\s*<background-task-notification>",
-    r"^\s*<task-notification>",
-    r"^\s*<extension-notification>",
-]
-VOLATILE_PRESETS = {
-    # Each pattern was written from the agent's own source; a group named ``value`` (when
-    # present) is the span pinned, so indentation and bullets stay outside the value.
-    # Lines end at CR or LF, so CRLF heads pin the same text.
-    #
-    # pi: "Current date and time: Thursday, December 3, 2026 at 08:30:12\u202fAM UTC"
-    #   (@mariozechner/pi-coding-agent 0.52.5, dist/core/system-prompt.js: toLocaleString("en-US",
-    #   {weekday: "long", ..., second: "2-digit", timeZoneName: "short"})) and "Current date: 2026-12-03"
-    #   (@mariozechner/pi-coding-agent 0.58.3 and 0.73.1, same file). @earendil-works/pi-coding-agent
-    #   1.6.0 (sectioned head) writes no date. Also the generic "Current date:" line of other agents.
-    "current-date": r"(?m)^[ \t]*(?P<value>Current date(?: and time)?: [^\r\n]+)",
-    # Claude Code: "Today's date: 2026-12-03" inside <env> and, in its env_info_simple variant,
-    #   " - The current date is: 2026-12-03" (@anthropic-ai/claude-code 2.1.36, cli.js; 2.1.332 puts
-    #   the date in a user-message reminder instead, outside the head).
-    # opencode: "  Today's date: Thu Dec 03 2026", indented inside <env> (new Date().toDateString();
-    #   anomalyco/opencode packages/opencode/src/session/system.ts at 69cafb24).
-    "todays-date": r"(?m)^[ \t]*(?:- )?(?P<value>(?:Today's date|The current date is): [^\r\n]+)",
-    # Claude Code: the gitStatus system-context block, "gitStatus: This is the git status at the start
-    #   of the conversation. ..." through "Recent commits:" and its `git log --oneline -n 5` lines
-    #   (@anthropic-ai/claude-code 2.1.36 cli.js: parts joined by "\n" and "\n\n"; 2.1.332 native
-    #   binary: every part joined by "\n\n", an optional "Git user:" part).
-    "git-status": r"(?ms)^gitStatus: .*?^Recent commits:(?:\r?\n[0-9a-f]{4,64}(?: [^\r\n]*)?){0,5}",
-    # Dates in an agent's context block at the start of the first user message (``firstUserContext``),
-    # each anchored on the agent's own text around it, so a user's line inside the block (a quoted
-    # CLAUDE.md) is never the match:
-    # Claude Code 2.1.197: "# currentDate\nToday's date is 2026-12-03.\n\n      IMPORTANT: this context ..."
-    #   in its <system-reminder> (otr() and qla() in the native binary's bundle; currentDate is the last
-    #   key; the apostrophe is one of ' \u2019 \u02bc \u02b9, the date 2026/12/03 in China's time zones).
-    "reminder-date": r"(?m)^# currentDate\r?\n(?P<value>Today['\u2019\u02bc\u02b9]s date is [^\r\n]+)"
-                     r"(?=\r?\n\r?\n[ \t]*IMPORTANT: this context may or may not be relevant)",
-    # Qwen Code 0.15 and Gemini CLI 0.61: "This is the <agent>. We are setting up the context for our
-    #   chat.\nToday's date is Thursday, December 3, 2026 (formatted according to the user's locale)."
-    #   (toLocaleDateString; packages/core/src/utils/environmentContext.ts in both).
-    "context-date": r"We are setting up the context for our chat\.\r?\n(?P<value>Today's date is [^\r\n]+)",
-}
-
-# The same presets inside tool descriptions (the tools come first in the prompt, so a date
-# there moves everything after it). Pinned under the name "<preset>:tools".
-TOOL_VOLATILE_PRESETS = {
-    # Claude Code's WebSearch tool: "  - Today's date is 2026-12-03. You MUST use this year ..."
-    #   (@anthropic-ai/claude-code 2.1.36 cli.js) and "  - The current month is December 2026. ..."
-    #   (2.1.332). Its example line's year ("React documentation 2026") still moves once a year.
-    "todays-date": r"(?m)^[ \t]*- (?P<value>(?:Today's date is [0-9]{4}-[0-9]{2}-[0-9]{2}|"
-                   r"The current month is [A-Z][a-z]+ [0-9]{4}))\. You MUST use this year",
-}
-
-
-
-# Agent profiles (litellm_prefix/profiles.py); "none" forces no profile.
-AGENT_PROFILES = ("claude-code", "codex", "opencode", "pi", "qwen-code", "gemini-cli")
 
 
 class ProfilesSetting(BaseModel):
@@ -515,10 +469,10 @@ class Settings(BaseSettings, _Keys):
         on every request, and what is remembered per settings object downstream keeps hitting."""
         deployment = (model_info or {}).get("litellm_prefix")
         try:
-            key = (id(self), tuple(names), _override_key(deployment))
+            key = (tuple(names), _override_key(deployment))
         except TypeError:  # an override value that cannot be a key (a list): computed every time
             return self._for_model(names, deployment)
-        return remembered_for(_FOR_MODEL, 256, key, self, lambda: self._for_model(names, deployment))
+        return _FOR_MODEL.get(self, key, lambda: self._for_model(names, deployment))
 
     def _for_model(self, names: tuple[str, ...], deployment: Any) -> "Settings":
         updates: dict[str, Any] = {}
@@ -530,24 +484,7 @@ class Settings(BaseSettings, _Keys):
         return self.model_copy(update=updates) if updates else self
 
 
-_FOR_MODEL: "OrderedDict[tuple[Any, ...], tuple[Settings, Settings]]" = OrderedDict()
-
-
-def remembered_for(cache: "OrderedDict[Any, tuple[Any, Any]]", size: int, key: Any, owner: Any,
-                   compute: Callable[[], Any]) -> Any:
-    """``compute()``, remembered in ``cache`` under ``key`` (which starts with ``id(owner)``) for the
-    last ``size`` keys. The entry holds ``owner``, so its id is not reused while it is there."""
-    hit = cache.get(key)
-    if hit is not None and hit[0] is owner:
-        return hit[1]
-    result = compute()
-    cache[key] = (owner, result)
-    while len(cache) > size:
-        try:
-            cache.popitem(last=False)
-        except KeyError:  # another thread emptied it meanwhile
-            break
-    return result
+_FOR_MODEL = PerObject(256)  # caches.py
 
 
 def _override_key(deployment: Any) -> Any:

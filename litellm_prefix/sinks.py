@@ -42,7 +42,8 @@ from cachetools import LRUCache, TTLCache
 
 from . import metrics
 from .measure import classify, prefix, pricing
-from .context import Event, Expiring, Target, cost_map_value, forget_path
+from .context import (AgentSeen, BillingBlock, Drift, Event, Expiring, HeadSeen, Target, cost_map_value, forget_path,
+                      payload)
 from .settings import Settings
 from .symlink import ensure_symlink
 
@@ -54,7 +55,7 @@ LINK_RETRY_SECONDS = 60.0
 
 _BOOKKEEPING = frozenset({"texts", "need_texts", "drift", "head", "agent"})
 # Rendered bytes of the recent sessions' last requests held for incremental measurement
-# (``prefix.Seen``); a session past the bound is measured whole, as before.
+# (``prefix.Seen``); a session past the bound is measured whole.
 SEEN_BYTES = 32 << 20
 
 
@@ -138,7 +139,7 @@ class Report:
     """What one request produced, kept briefly for the proxy's response header."""
 
     head: str
-    drift: dict[str, Any] | None = None
+    drift: Drift | None = None
     agent: str | None = None
 
 
@@ -159,7 +160,7 @@ class Pending:
     record: CallRecord
     previous: CallRecord | None
     shared: prefix.Shared | None
-    drift: dict[str, Any] | None
+    drift: Drift | None
     model_group: str
     agent: str
     provider: str
@@ -169,6 +170,8 @@ class Pending:
 def agent_of(events: list[Event]) -> str:
     """The agent profile's name when a rule reported one (an ``agent`` event or an event's ``agent`` field)."""
     for event in events:
+        if type(event.data) is AgentSeen:
+            return event.data.name
         data = event.data if isinstance(event.data, Mapping) else {}
         if event.kind == "agent":
             for key in ("name", "profile", "agent"):
@@ -250,7 +253,7 @@ class Sinks:
         data: Mapping[str, Any],
         wire_name: str,
         events: list[Event],
-        drift: dict[str, Any] | None,
+        drift: Drift | None,
         settings: Settings,
         target: Target | None,
         model_group: str = "",
@@ -263,28 +266,30 @@ class Sinks:
             session = key[:16] if key else None
             agent = agent_of(events)
             rules = [e for e in events if e.kind not in _BOOKKEEPING]
-            head = next((e.data["fingerprint"] for e in events if e.kind == "head"), None)
+            seen = payload(events, HeadSeen)
+            head = seen.fingerprint if seen is not None else None
             group = model_group or (target.model if target else "")
             if call_id and head:
                 self.reports[call_id] = Report(head=head, agent=agent or None)
-            if any(e.kind == "billing_block" and e.data.get("action") == "removed" for e in events):
+            billing = payload(events, BillingBlock)
+            if billing is not None and billing.action == "removed":
                 self.stats["billing_removed"] += 1
             if rules and session:
                 if logger.isEnabledFor(logging.DEBUG):
                     logger.debug("litellm-prefix: session %s rules %s", session, [e.kind for e in rules])
                 if self.settings.log:  # (the record is built only when there is a log to write it to)
                     self.jsonl({"event": "rewrite", "session": session, "agent": agent or None,
-                                "rules": [{"rule": e.kind, **e.data} for e in rules]})
+                                "rules": [{"rule": e.kind, **e.record()} for e in rules]})
             if drift:
-                drift = {**drift, "session": session, "model": (target.model if target else ""), "agent": agent or None}
                 self.stats["drift"] += 1
                 logger.warning(
                     "litellm-prefix: head changed in session %s: %s at char %d (~token %d), ~%d tokens to prefill "
                     "again, %s -> %s",
-                    session, ",".join(drift["changed"]), drift["first_diff_char"], drift["first_diff_token_est"],
-                    drift["reprefill_tokens_est"], drift["before"], drift["after"],
+                    session, ",".join(drift.changed), drift.first_diff_char, drift.first_diff_token_est,
+                    drift.reprefill_tokens_est, drift.before, drift.after,
                 )
-                self.jsonl(drift)
+                self.jsonl({**drift.record(), "session": session, "model": (target.model if target else ""),
+                            "agent": agent or None})
                 if call_id and call_id in self.reports:
                     self.reports[call_id].drift = drift
             if self.metrics is not None and key is not None:
@@ -301,7 +306,7 @@ class Sinks:
         for rule in sorted({e.kind for e in rules}):
             m.count(m.rewrites, (rule, group, agent))
         if drift:
-            m.count(m.drift, (metrics.part_label(str(drift.get("first_diff_in", ""))), group, agent))
+            m.count(m.drift, (metrics.part_label(drift.first_diff_in), group, agent))
         if seconds is not None:
             m.transform_seconds.observe(seconds)
         held = sessions_held() if sessions_held is not None else None
@@ -365,7 +370,7 @@ class Sinks:
             reusable = previous_tokens if shared.whole else round(shared.bytes * measured.prompt / size)
             where = ""
             if not shared.whole:
-                where = str(pending.drift.get("first_diff_in")) if pending.drift else shared.where
+                where = pending.drift.first_diff_in if pending.drift else shared.where
             expected = classify.Expected(
                 reusable=min(reusable, measured.prompt), previous=previous_tokens, drift=not shared.whole,
                 where=where, idle=(pending.started - previous.end) if previous.end else None,
@@ -401,8 +406,8 @@ class Sinks:
             out["reason"] = verdict.reason
         if pending.drift:  # the drift event's measured cost: the turn that followed it
             d = pending.drift
-            out["drift"] = {k: d[k] for k in ("changed", "first_diff_in", "before", "after", "reprefill_tokens_est")
-                            if k in d}
+            out["drift"] = {"changed": d.changed, "first_diff_in": d.first_diff_in, "before": d.before,
+                            "after": d.after, "reprefill_tokens_est": d.reprefill_tokens_est}
         if verdict.cls not in ("first", "hit"):
             logger.info("litellm-prefix: session %s turn %d %s: %d of %d prompt tokens cached, ~%d lost%s",
                         pending.session, record.turn, verdict.cls, cached, measured.prompt, verdict.tokens_lost,
@@ -475,7 +480,7 @@ class Sinks:
         if report.drift:
             d = report.drift
             headers["x-litellm-prefix-drift"] = (
-                f"changed={','.join(d['changed'])}; first_diff_char={d['first_diff_char']}; "
-                f"reprefill_tokens_est={d['reprefill_tokens_est']}; before={d['before']}; after={d['after']}"
+                f"changed={','.join(d.changed)}; first_diff_char={d.first_diff_char}; "
+                f"reprefill_tokens_est={d.reprefill_tokens_est}; before={d.before}; after={d.after}"
             )
         return headers

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import random
+import typing
 
 import pytest
 from harness.agent_requests import (
@@ -33,7 +34,7 @@ from litellm_prefix.core import Stabilizer
 from litellm_prefix.journal import content_hash
 from litellm_prefix.rules.notes import unfolded
 from litellm_prefix.session import scoped_key, session_id, session_stream, tenant_of
-from litellm_prefix.settings import AGENT_PROFILES, Settings, SettingsError, load_settings
+from litellm_prefix.settings import ProfilesSetting, Settings, SettingsError, load_settings
 from litellm_prefix.view import View
 
 VLLM = Target(model="hosted_vllm/qwen3-coder", provider="hosted_vllm")
@@ -66,7 +67,8 @@ def _cc_session(turns: int, *, billing=True, date="2026-12-01", status="M src/ap
 
 
 def test_profile_names_are_the_ones_settings_accept():
-    assert set(profiles.names()) == set(AGENT_PROFILES)
+    force = ProfilesSetting.model_fields["force"].annotation  # dict[str, Literal[...names, "none"]]
+    assert set(typing.get_args(typing.get_args(force)[1])) == set(profiles.names()) | {"none"}
     for profile in profiles.PROFILES:
         assert profile.source, profile.name
         from litellm_prefix.settings import VOLATILE_PRESETS

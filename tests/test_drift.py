@@ -117,6 +117,26 @@ async def test_tool_addition_warns_and_names_the_tool(tmp_path):
     assert event["changed"] == ["tools"] and event["tools"] == {"added": [TOOL_NAMES[10]], "removed": []}
 
 
+_DRIFT_FIELDS = {"event", "changed", "first_diff_char", "first_diff_token_est", "first_diff_in", "exact",
+                 "reprefill_tokens_est", "before", "after", "session", "model", "agent"}
+
+
+async def test_the_drift_record_has_the_logs_fields_and_names_tools_only_when_they_changed(tmp_path):
+    # The typed payload (context.Drift) writes the record `report` reads: the same field names,
+    # "tools" only on a tools change (never a null).
+    h = _handler(tmp_path)
+    tools = openai_tools(TOOL_NAMES[:10])
+    sections_b = pi_sections()
+    sections_b["rules"] += "\n- Never push to main."
+    await _send(h, _request(pi_system_prompt(), tools=tools))
+    await _send(h, _request(render_pi(sections_b), tools=tools))
+    await _send(h, _request(render_pi(sections_b), tools=openai_tools(TOOL_NAMES[:11])))
+    drifts = [json.loads(x) for x in _log_text(tmp_path).splitlines() if '"drift"' in x]
+    assert [set(d) for d in drifts] == [_DRIFT_FIELDS, _DRIFT_FIELDS | {"tools"}]
+    assert drifts[0]["changed"] == ["section:rules"] and drifts[1]["changed"] == ["tools"]
+    assert drifts[1]["before"] == drifts[0]["after"] and drifts[0]["exact"] is True
+
+
 async def test_warmup_pings_never_warn_and_do_not_move_the_record():
     h = _handler()
     a, b = "system A " * 100, "system B " * 100

@@ -6,6 +6,8 @@ they read; no module imports from a layer above its own.
 from __future__ import annotations
 
 import ast
+import json
+import os
 import re
 import subprocess
 import sys
@@ -131,3 +133,20 @@ def test_tests_and_benchmarks_find_each_other_without_path_edits():
                 if re.search(r"sys\.path\s*(\.insert|\.append|\[|\+?=)|syspath" "_prepend", line):
                     edits.append(f"{path.relative_to(root)}:{n}")
     assert edits == []
+
+
+def test_importing_the_load_benchmark_leaves_the_environment_as_it_was():
+    """Tests import benchmarks (``harness.procs.load_bench``): bench/load.py hands its proxies an
+    environment of their own (``proxy_environment``) instead of editing this process's."""
+    env = {**os.environ, "LITELLM_PREFIX_STORE": "redis://127.0.0.1:1", "LITELLM_PREFIX": "1", "PYTHONPATH": "."}
+    env.pop("LITELLM_PREFIX_CONFIG", None)
+    script = ("import json, os; before = dict(os.environ); import bench.load as load; "
+              "print(json.dumps([dict(os.environ) == before, load.proxy_environment(os.environ)]))")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=PACKAGE.parent,
+                          env=env, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    unchanged, proxies = json.loads(done.stdout.splitlines()[-1])
+    assert unchanged
+    assert "LITELLM_PREFIX_STORE" not in proxies and "LITELLM_PREFIX" not in proxies
+    assert proxies["LITELLM_PREFIX_CONFIG"].endswith("no-such-global-settings.json")
+    assert proxies["PYTHONPATH"].split(os.pathsep)[-1] == "." and proxies["LITELLM_LOCAL_MODEL_COST_MAP"] == "True"

@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from urllib.parse import urlparse
 
-from ..context import Context, Event, Target
+from ..context import BillingBlock, Context, Event, Target
 from ..drift import estimate_tokens, tools_json
 from ..profiles import BILLING_PREFIX
 from ..view import View
@@ -66,9 +66,9 @@ def set_aside_billing_block(view: View, ctx: Context) -> tuple[View, list[Event]
         return new_view, []
     block_chars = sum(len(view.head[i]) for i in indices)
     after = sum(len(text) for text in head) + len(tools_json(view, ctx))  # marks left out, like the head record
-    return new_view, [Event("billing_block", {
-        "action": "removed" if drop else "left to litellm",
-        "block_chars": block_chars,
-        "cacheable_chars": after,
-        "cacheable_tokens_est": estimate_tokens(after),
-    })]
+    return new_view, [Event("billing_block", BillingBlock(
+        action="removed" if drop else "left to litellm",
+        block_chars=block_chars,
+        cacheable_chars=after,
+        cacheable_tokens_est=estimate_tokens(after),
+    ))]

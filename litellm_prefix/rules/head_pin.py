@@ -14,7 +14,7 @@ Tools are not part of the pin: tool changes always pass through.
 """
 from __future__ import annotations
 
-from ..context import Context, Event
+from ..context import Context, Event, TextsNeeded, TextsToKeep
 from ..journal import Journal, Note
 from ..sections import PI_SECTIONS, PatchEntry, known_sections, parse_head, render_patch, section_digests
 from ..view import View
@@ -42,7 +42,7 @@ def _minus_extensions(current: tuple[tuple[str, str], ...], pinned: tuple[tuple[
 
 
 def _texts_event(sections: list[tuple[str, str]], hashes: tuple[tuple[str, str], ...]) -> Event:
-    return Event("texts", {"texts": {h: block for (_, block), (_, h) in zip(sections, hashes)}})
+    return Event("texts", TextsToKeep({h: block for (_, block), (_, h) in zip(sections, hashes)}))
 
 
 def keep_pinned_head(view: View, journal: Journal, ctx: Context) -> tuple[View, Journal, list[Event]]:
@@ -98,4 +98,4 @@ def _need_or_reseed(view, journal, ctx, missing, sections, hashes):
         # The pinned texts are gone from the store (evicted): re-seed the pin from this head.
         return view, journal.replace(pinned=hashes, told=None), [
             _texts_event(sections, hashes), Event("reseed", {"parts": ["sections"], "reason": "pinned text evicted"})]
-    return view, journal, [Event("need_texts", {"hashes": missing})]
+    return view, journal, [Event("need_texts", TextsNeeded(missing))]

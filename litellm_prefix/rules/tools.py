@@ -204,7 +204,8 @@ def _order_of(tools: tuple[Any, ...]) -> tuple[tuple[int, ...] | None, str | Non
     ordered = sort_tools(tools)
     if ordered is tools:
         return None, None, tuple(tool_name(t) for t in tools)
-    position = {id(tool): i for i, tool in enumerate(tools)}  # unmarked: the same objects, reordered
+    # Unmarked: the same objects, reordered; by id for this call only (``tools`` holds them all).
+    position = {id(tool): i for i, tool in enumerate(tools)}
     return (tuple(position[id(tool)] for tool in ordered), compact_json(list(ordered)),
             tuple(tool_name(t) for t in ordered))
 

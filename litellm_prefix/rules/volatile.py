@@ -8,10 +8,10 @@ replayed at the same place on every later request, so turn N stays a prefix of t
 Two sources, in order:
 
 1. **Named rules**: the presets a profile or the settings turn on (``volatilePresets``,
-   see ``settings.VOLATILE_PRESETS``) and the user's own (``volatile``). The first match
+   see ``profile_data.VOLATILE_PRESETS``) and the user's own (``volatile``). The first match
    in the head is pinned; a group named ``value``, when the pattern has one, is the span
    pinned. Every change of the value is sent as a note, on the request where it happens.
-   A preset with an entry in ``settings.TOOL_VOLATILE_PRESETS`` also pins its first match
+   A preset with an entry in ``profile_data.TOOL_VOLATILE_PRESETS`` also pins its first match
    inside the tool descriptions (Claude Code's WebSearch tool carries the date).
    **Inside the agent's context blocks of the first user message** (``firstUserContext``; a
    profile declares its own): Claude Code's ``<system-reminder>`` with ``# currentDate``, Qwen
@@ -59,11 +59,12 @@ import hashlib
 import re
 from functools import lru_cache
 
-from ..context import Context, Event
+from ..context import Context, Event, TextsNeeded, TextsToKeep
 from ..journal import Journal, LearnedLine, LearnState, Note, content_hash
 from ..profiles import NEVER_LEARNED
 from ..sections import memo, parse_head, section_digests, segment_memo
-from ..settings import TOOL_VOLATILE_PRESETS, VOLATILE_PRESETS, ContextBlock
+from ..profile_data import TOOL_VOLATILE_PRESETS, VOLATILE_PRESETS
+from ..settings import ContextBlock
 from ..view import View, field_of
 from .notes import tail_anchor
 
@@ -461,7 +462,7 @@ def _digit_lines_of(segment: str) -> tuple[tuple[str, str], ...]:
     """(shape key, line) of each line of a text that may be learned, in order.
 
     Which lines hold a digit is read from the segment's UTF-8 bytes with every other byte
-    deleted (one C pass; a regex tried line by line reads a 100 KB head ~5x slower). A UTF-8
+    deleted (one C pass, where a regex would be tried line by line). A UTF-8
     multi-byte character holds no ASCII byte, so the bytes keep the text's lines."""
     flags = segment.encode("utf-8", "surrogatepass").translate(None, _NOT_DIGIT_OR_NEWLINE).split(b"\n")
     if not any(flags):
@@ -576,7 +577,7 @@ def _pin_learned_lines(view: View, journal: Journal, ctx: Context) -> tuple[View
             events.append(Event("volatile", {"name": "learned", "action": "learn", "line": key,
                                              "nonce": learned[key].nonce}))
         if need:
-            return view, journal, [Event("need_texts", {"hashes": need})]
+            return view, journal, [Event("need_texts", TextsNeeded(need))]
 
     head = list(view.head)
     for key, line in list(learned.items()):
@@ -602,7 +603,7 @@ def _pin_learned_lines(view: View, journal: Journal, ctx: Context) -> tuple[View
     if new_state != state:
         journal = journal.replace(learned=new_state)
     if texts:
-        events.append(Event("texts", {"texts": texts}))
+        events.append(Event("texts", TextsToKeep(texts)))
     if tuple(head) != view.head:
         view = view.replace(head=tuple(head))
     return view, journal, events

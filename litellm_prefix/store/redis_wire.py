@@ -3,18 +3,16 @@ judged on the wire.
 
 The shared store makes one or two Redis calls per request. redis-py's blocking client on
 worker threads judges the budget on the wire (the kernel's socket timeout), but while the
-event loop is busy each call costs 0.45-0.75 ms of process CPU, most of it the worker and
-the loop handing the GIL back and forth (and a few calls in a thousand still overran the
-budget there, waiting for the GIL); redis-py's asyncio client needs a connection
-per concurrent call and leaves the budget to a timer around its coroutine (the defect issue
-12 started from was such a timer, ``asyncio.wait_for``, expiring on a busy loop). This
+event loop is busy most of each call's CPU is the worker and the loop handing the GIL back
+and forth, and a call can overrun the budget waiting for the GIL; redis-py's asyncio client
+needs a connection per concurrent call and leaves the budget to a timer around its coroutine
+(``asyncio.wait_for``), which expires on a busy loop while the answer waits unread. This
 client:
 
 - speaks RESP on one asyncio connection per event loop: every call is written at once and
   answered in order (Redis answers a connection's commands in the order they came), the
-  replies parsed by hiredis (a dependency of ``litellm[proxy]``): 0.10-0.21 ms of process
-  CPU per call on a busy loop, all on the loop's thread, and no fallback in 1,200 calls
-  (``bench/store_calls.py``);
+  replies parsed by hiredis (a dependency of ``litellm[proxy]``), all on the loop's thread
+  (its cost per call against the other clients: ``bench/store_calls.py``);
 - judges the budget on the wire. A reply settles its caller's future in the very callback
   that reads it from the socket, and the loop reads its sockets before it runs the timers
   that came due (asyncio and libuv alike), so a loop that ran late finds the answers that

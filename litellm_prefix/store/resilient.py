@@ -33,9 +33,9 @@ BLOCKED_COOL_DOWN_SECONDS = 1.0
 class _Workers:
     """``STORE_THREADS`` daemon threads running blocking store calls from one queue (C's
     ``SimpleQueue``); each call hands its outcome to the event loop with one
-    ``call_soon_threadsafe``. (A ``ThreadPoolExecutor`` with ``asyncio.wrap_future`` and
-    ``asyncio.wait`` spent about 0.25 ms of CPU per call on the hand-over alone: two kinds of
-    futures, a condition variable, a timeout handle and their callbacks.) One set per process,
+    ``call_soon_threadsafe``. (Not a ``ThreadPoolExecutor`` with ``asyncio.wrap_future`` and
+    ``asyncio.wait``: its hand-over alone takes two kinds of futures, a condition variable, a
+    timeout handle and their callbacks.) One set per process,
     shared by every store (``_WORKERS``): started at the first call, again in a forked child."""
 
     def __init__(self, count: int, name: str) -> None:
