@@ -3,20 +3,16 @@
 Runs offline: it starts the bundled recording upstream on 127.0.0.1 and shows that two
 turns whose tool order and install path differ reach the upstream with identical heads.
 
-    .venv/bin/python examples/sdk_example.py
+    .venv/bin/python -m examples.sdk_example    # from the repository root
 """
 from __future__ import annotations
 
 import asyncio
 import json
 import os
-import sys
 import threading
-from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network at import
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
 
 import litellm  # noqa: E402
 from harness.recording_upstream import serve  # noqa: E402

@@ -11,8 +11,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_sdk_example_runs_and_shows_identical_heads():
-    result = subprocess.run([sys.executable, str(ROOT / "examples" / "sdk_example.py")], capture_output=True,
-                            text=True, timeout=120)
+    result = subprocess.run([sys.executable, "-m", "examples.sdk_example"], capture_output=True, text=True,
+                            timeout=120, cwd=ROOT)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "identical heads across turns: True" in result.stdout
     assert "Docs: /opt/pi-home/docs" in result.stdout

@@ -127,7 +127,7 @@ def test_tests_and_benchmarks_find_each_other_without_path_edits():
     ``pythonpath``, ``python -m bench.NAME``), never by editing ``sys.path``."""
     root = PACKAGE.parent
     edits = []
-    for folder in ("tests", "bench", "tools", "harness", "litellm_prefix"):
+    for folder in ("tests", "bench", "tools", "harness", "examples", "litellm_prefix"):
         for path in (root / folder).rglob("*.py"):
             for n, line in enumerate(path.read_text().splitlines(), 1):
                 if re.search(r"sys\.path\s*(\.insert|\.append|\[|\+?=)|syspath" "_prepend", line):
