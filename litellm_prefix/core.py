@@ -169,9 +169,9 @@ class Stabilizer:
     def __init__(self, settings: Settings, store: Store | None = None, *, incremental: bool | None = None) -> None:
         self.settings = settings
         # The incremental request path (``_probe``): a stream's last request reused where every
-        # input the rules read is the same. Off by default (setting ``incremental`` or
-        # ``incremental=True``): it reuses only an unchanged request, and remembering costs an
-        # encoding of the body per request (bench/session_steps.py measures both).
+        # input the rules read is the same, or where only messages no rule acts on were appended
+        # to it (``appended``). On by default (setting ``incremental``; ``incremental=False`` is
+        # the full path's twin the tests and benchmarks compare it with).
         if incremental is None:
             incremental = settings.incremental
         self.incremental = incremental
