@@ -81,7 +81,9 @@ class StreamRecord:
     message's run is a notification run where an appended request may reuse the decisions,
     else None (``appended.extensible``). ``result``: ``(head segments, tools script, body
     script, events)``: what the transform produced, replayable (``core``); a script is a
-    tuple of input slices ``(start, stop)`` and JSON bytes of items a rule made."""
+    tuple of input slices ``(start, stop)`` and JSON bytes of items a rule made. ``last``:
+    where the last message begins in ``body``, where the output carries it as sent (so a
+    request that changes only its marker fields may reuse the record), else None."""
 
     head: tuple[Any, ...]
     body: bytes
@@ -90,6 +92,7 @@ class StreamRecord:
     texts: frozenset[str]
     tail: bool | None
     result: Any
+    last: int | None = None
 
     def size(self) -> int:
         """Bytes held, roughly: the body's JSON, the head written and the items the rules made."""

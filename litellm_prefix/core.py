@@ -27,7 +27,7 @@ from .context import Context, Event, Expiring, Target
 from .drift import tools_entry, tools_json
 from .sections import text_digest
 from .rules.paths import link_target
-from .journal import Journal
+from .journal import Journal, unmarked
 from .session import DERIVED, identify, scoped_key
 from .settings import Settings
 from .metrics import Stats
@@ -158,6 +158,20 @@ def _replayed(script, inputs) -> tuple[Any, ...]:
         else:
             out.append(orjson.loads(part)[0])
     return tuple(out)
+
+
+def _last_at(encoded: bytes, body) -> int | None:
+    """Where the body's last message begins in its JSON ``encoded``."""
+    last = body_json((body[-1],)) if body else None
+    return None if last is None else len(encoded) - len(last) + 1
+
+
+def _moved_mark(item: Any, raw: bytes) -> bool:
+    """``item`` is the message whose JSON was ``raw`` but for its marker fields (Claude Code moves
+    its ``cache_control`` mark to the newest message each turn, a marked string becoming one
+    text part): the rules never read those (``journal.unmarked``)."""
+    from .caches import orjson
+    return unmarked(item) == unmarked(orjson.loads(raw))
 
 
 def _time_free(journal: Journal) -> bool:
@@ -426,10 +440,13 @@ class Stabilizer:
         count = len(view.body)
         if count == record.count and encoded == prev:
             appended = False
-        elif count > record.count and record.tail is not None and len(encoded) > len(prev) \
-                and encoded[len(prev) - 1] == 0x2C and encoded.startswith(memoryview(prev)[:-1]) \
-                and appended_extends(record.tail, view.body[record.count:], view.body, ctx):
-            appended = True  # (",": the last request's messages end where the new ones begin)
+        elif count > record.count and record.tail is not None \
+                and appended_extends(record.tail, view.body[record.count:], view.body, ctx) \
+                and (len(encoded) > len(prev) and encoded[len(prev) - 1] == 0x2C  # (where the new ones begin)
+                     and encoded.startswith(memoryview(prev)[:-1])
+                     or record.last is not None and encoded.startswith(memoryview(prev)[:record.last])
+                     and _moved_mark(view.body[record.count - 1], prev[record.last:-1])):
+            appended = True
         else:
             return None, None, head, encoded
         segments, tools, body, events = record.result
@@ -442,7 +459,7 @@ class Stabilizer:
                                     body=_replayed(body, view.body))
         if appended:
             self.stats["incremental_appended"] += 1
-            self.streams.put(key, dataclasses.replace(record, body=encoded, count=count,
+            self.streams.put(key, dataclasses.replace(record, body=encoded, count=count, last=_last_at(encoded, view.body),
                                                       result=(segments, tools, body, events)))
         else:
             self.stats["incremental_reused"] += 1
@@ -463,8 +480,10 @@ class Stabilizer:
             return
         kept = (None, None, None, tuple(result.events)) if new_view is view else \
             (new_view.head, tools, body, tuple(result.events))
+        as_sent = new_view is view or (body and type(body[-1]) is tuple and body[-1][1] == len(view.body))
         self.streams.put(key, StreamRecord(probe[2], probe[3], len(view.body), loaded.journal,
-                                           frozenset(loaded.texts), extensible(view.body, journal, ctx), kept))
+                                           frozenset(loaded.texts), extensible(view.body, journal, ctx), kept,
+                                           _last_at(probe[3], view.body) if as_sent else None))
 
     # -- edges: everything reported goes to sinks ---------------------------------------
 

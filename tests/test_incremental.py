@@ -19,6 +19,7 @@ from harness.sessions import NOTIFICATION, PiClient, memory_flip_turn, removed, 
 
 from litellm_prefix.context import Target
 from litellm_prefix.core import Stabilizer
+from litellm_prefix.journal import unmarked
 from litellm_prefix.settings import Settings
 from litellm_prefix.store import MemoryStore
 from tests.test_properties import PROVIDERS, messages, requests
@@ -70,15 +71,15 @@ def _agree(steps) -> list[str]:
     return paths
 
 
-OPS = ("append", "append", "turn", "turn", "retry", "retry", "replica", "compact", "mark", "head", "ping")
+OPS = ("append", "append", "turn", "turn", "moved", "retry", "retry", "replica", "compact", "mark", "head", "ping")
 # Mostly agent turns: the sessions the appended path is for, with every other change among them.
-TURNS = ("turn",) * 6 + ("retry", "replica", "compact", "mark", "head", "ping", "append")
+TURNS = ("turn",) * 4 + ("moved",) * 2 + ("retry", "replica", "compact", "mark", "head", "ping", "append")
 
 
 @st.composite
 def sessions(draw, ops=OPS):
     """A generated session: turns appended to a generated first request (any messages, or an
-    agent's turn without system messages), with retries, replica switches, compaction, marks
+    agent's turn without system messages, its cache mark moved or not), with retries, replica switches, compaction, marks
     that move, head edits and pings in between."""
     data, target = draw(requests(max_turns=4))
     steps, replica = [], 0
@@ -91,6 +92,11 @@ def sessions(draw, ops=OPS):
         elif op == "turn":  # an agent's turn: no system message (what the appended path takes)
             data["messages"] += [m for m in draw(messages(draw(st.integers(1, 3))))
                                  if m["role"] not in ("system", "developer")]
+        elif op == "moved" and len(data["messages"]) > 1:  # Claude Code's turn: the mark moves to the newest message
+            new = [m for m in draw(messages(draw(st.integers(1, 3)))) if m["role"] not in ("system", "developer")]
+            if new:
+                data["messages"] = [data["messages"][0], *mark_last([*data["messages"][1:-1],
+                                                                      unmarked(data["messages"][-1]), *new])]
         elif op == "replica":
             replica = 1 - replica
         elif op == "compact":
@@ -235,3 +241,18 @@ def test_what_the_appended_path_refuses():
     _agent_turn(client, 10)
     send("appended")
     assert _agree(steps) == expected
+
+
+def test_a_moving_cache_mark_takes_the_appended_path():
+    """Claude Code marks its newest message and unmarks the one before (a marked text part reads
+    as its string again): only marker fields changed in the earlier messages, so the turn is
+    appended, and the bytes agree with the full path's (the marks as this request sent them)."""
+    client = PiClient(session="marks")
+    client.user("start")
+    steps = []
+    for turn in range(8):
+        _agent_turn(client, turn)
+        request = client.request()
+        request["messages"] = [request["messages"][0], *mark_last(request["messages"][1:])]
+        steps.append((request, Target(provider="anthropic"), 0, 5))
+    assert _agree(steps) == ["full", "full"] + ["appended"] * 6
