@@ -80,7 +80,8 @@ class StreamRecord:
     left unchanged); ``texts``: the text hashes the load brought. ``tail``: whether the last
     message's run is a notification run where an appended request may reuse the decisions,
     else None (``appended.extensible``). ``result``: ``(head segments, tools script, body
-    script, events)``: what the transform produced, replayable (``core``); a script is a
+    script, events, head segments set aside, and dropped)``: what the transform produced,
+    replayable (``core``); a script is a
     tuple of input slices ``(start, stop)`` and JSON bytes of items a rule made. ``last``:
     where the last message begins in ``body``, where the output carries it as sent (so a
     request that changes only its marker fields may reuse the record), else None."""
@@ -96,7 +97,7 @@ class StreamRecord:
 
     def size(self) -> int:
         """Bytes held, roughly: the body's JSON, the head written and the items the rules made."""
-        segments, tools, body, _ = self.result
+        segments, tools, body = self.result[:3]
         held = sum(len(s) for s in segments) if segments is not None else 0
         for script in (tools or (), body or ()):
             held += sum(len(part) for part in script if type(part) is bytes)

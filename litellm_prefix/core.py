@@ -26,6 +26,7 @@ from .caches import Digest, StreamRecord, Streams, body_json
 from .context import Context, Event, Expiring, Target
 from .drift import tools_entry, tools_json
 from .sections import text_digest
+from .rules.billing import is_billing_block
 from .rules.paths import link_target
 from .journal import Journal, unmarked
 from .session import DERIVED, identify, scoped_key
@@ -114,7 +115,10 @@ def _head_key(view, ctx: Context) -> tuple[Any, ...] | None:
         if not exact:
             return None
         tools = Digest.of(text)
-    return (view.shape, view.text_part, tuple(text_digest(s) for s in view.head), view.head_aside,
+    # Claude Code's billing block is new on every request: the billing rule sets it aside, and no
+    # rule reads it (its size goes into an event); it is written back as this request sent it.
+    return (view.shape, view.text_part, tuple(("billing", len(s)) if is_billing_block(s) else text_digest(s)
+                                              for s in view.head), view.head_aside,
             view.head_dropped, tools, view.tools is None, ctx.settings, ctx.target, ctx.ping, ctx.texts_fetched)
 
 
@@ -449,18 +453,18 @@ class Stabilizer:
             appended = True
         else:
             return None, None, head, encoded
-        segments, tools, body, events = record.result
+        segments, tools, body, events, aside, dropped = record.result
         if segments is None:  # the rules changed nothing
             new_view = view
         else:
             if appended:
                 body = _extended(body, record.count, count)
             new_view = view.replace(segments=segments, tools=None if tools is None else _replayed(tools, view.tools),
-                                    body=_replayed(body, view.body))
+                                    body=_replayed(body, view.body), head_aside=aside, head_dropped=dropped)
         if appended:
             self.stats["incremental_appended"] += 1
             self.streams.put(key, dataclasses.replace(record, body=encoded, count=count, last=_last_at(encoded, view.body),
-                                                      result=(segments, tools, body, events)))
+                                                      result=(segments, tools, body, events, aside, dropped)))
         else:
             self.stats["incremental_reused"] += 1
         return new_view, list(events), head, encoded
@@ -474,12 +478,11 @@ class Stabilizer:
         tools = None if new_view.tools is None else _script(new_view.tools, view.tools or ())
         body = _script(new_view.body, view.body) if reusable else None
         if body is None or (new_view.tools is not None and tools is None) \
-                or new_view.head_aside != view.head_aside or new_view.head_dropped != view.head_dropped \
                 or new_view.shape != view.shape or new_view.text_part != view.text_part:
             self.streams.drop(key)
             return
-        kept = (None, None, None, tuple(result.events)) if new_view is view else \
-            (new_view.head, tools, body, tuple(result.events))
+        kept = (None, None, None, tuple(result.events), None, None) if new_view is view else \
+            (new_view.head, tools, body, tuple(result.events), new_view.head_aside, new_view.head_dropped)
         as_sent = new_view is view or (body and type(body[-1]) is tuple and body[-1][1] == len(view.body))
         self.streams.put(key, StreamRecord(probe[2], probe[3], len(view.body), loaded.journal,
                                            frozenset(loaded.texts), extensible(view.body, journal, ctx), kept,

@@ -12,9 +12,11 @@ import copy
 import json
 from collections import Counter
 
+import pytest
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from harness.agent_requests import mark_last
+from harness.agent_requests import claude_code_headers, mark_last
 from harness.sessions import NOTIFICATION, PiClient, memory_flip_turn, removed, resume_session_requests
 
 from litellm_prefix.context import Target
@@ -22,6 +24,7 @@ from litellm_prefix.core import Stabilizer
 from litellm_prefix.journal import unmarked
 from litellm_prefix.settings import Settings
 from litellm_prefix.store import MemoryStore
+from tests.test_agents import _cc_session
 from tests.test_properties import PROVIDERS, messages, requests
 
 SETTINGS = Settings(path_check="trusted", stable_path="/srv/pi-home")
@@ -43,18 +46,18 @@ class World:
         self.reported.append((key, shape, [(e.kind, json.dumps(e.data, sort_keys=True, default=str)) for e in events],
                               json.dumps(drift, sort_keys=True, default=str)))
 
-    def send(self, data: dict, target: Target, replica: int) -> tuple[str, str]:
+    def send(self, data: dict, target: Target, replica: int, call_type: str | None = None) -> tuple[str, str]:
         """The request's bytes out, and the path it took: ``reused`` (a repeat of the stream's last
         request), ``appended`` (it with messages appended) or ``full``."""
         stats = self.replicas[replica].stats
         before = stats["incremental_reused"], stats["incremental_appended"]
-        out = self.replicas[replica].stabilize_sync(copy.deepcopy(data), target=target)
+        out = self.replicas[replica].stabilize_sync(copy.deepcopy(data), call_type, target=target)
         path = "reused" if stats["incremental_reused"] > before[0] else \
             "appended" if stats["incremental_appended"] > before[1] else "full"
         return json.dumps(out, sort_keys=True, default=str), path
 
 
-def _agree(steps) -> list[str]:
+def _agree(steps, call_type: str | None = None) -> list[str]:
     """Run ``steps`` (data, target, replica, seconds later) through both worlds; returns the path
     each request took in the incremental world."""
     inc, full = World(True), World(False)
@@ -62,8 +65,8 @@ def _agree(steps) -> list[str]:
     for data, target, replica, later in steps:
         inc.now += later
         full.now += later
-        out, path = inc.send(data, target, replica)
-        assert out == full.send(data, target, replica)[0]
+        out, path = inc.send(data, target, replica, call_type)
+        assert out == full.send(data, target, replica, call_type)[0]
         assert inc.reported == full.reported
         paths.append(path)
     assert all(r.stats["errors"] == 0 for r in inc.replicas + full.replicas)
@@ -256,3 +259,14 @@ def test_a_moving_cache_mark_takes_the_appended_path():
         request["messages"] = [request["messages"][0], *mark_last(request["messages"][1:])]
         steps.append((request, Target(provider="anthropic"), 0, 5))
     assert _agree(steps) == ["full", "full"] + ["appended"] * 6
+
+
+@pytest.mark.parametrize("target", [Target(provider="hosted_vllm"), Target(provider="anthropic"),
+                                    Target(provider="bedrock", strips_billing=True)], ids=["removed", "kept", "litellm"])
+def test_claude_code_billing_block_and_moving_mark(target):
+    """Claude Code's /v1/messages session: its billing block is new on every request (set aside by
+    the billing rule, read by no other) and its cache mark moves: every turn from the third is
+    appended, with the block as this request sent it, or removed, as the full path does."""
+    steps = [({**body, "proxy_server_request": {"headers": claude_code_headers(), "body": {}}}, target, 0, 5)
+             for body in _cc_session(8)]
+    assert _agree(steps, "anthropic_messages") == ["full", "full"] + ["appended"] * 6
