@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from harness.agent_requests import claude_code_headers, mark_last
 from harness.sessions import NOTIFICATION, PiClient, memory_flip_turn, removed, resume_session_requests
 
+from litellm_prefix.caches import RECORD_BYTES, StreamRecord, Streams
 from litellm_prefix.context import Target
 from litellm_prefix.core import Stabilizer
 from litellm_prefix.journal import unmarked
@@ -270,3 +271,19 @@ def test_claude_code_billing_block_and_moving_mark(target):
     steps = [({**body, "proxy_server_request": {"headers": claude_code_headers(), "body": {}}}, target, 0, 5)
              for body in _cc_session(8)]
     assert _agree(steps, "anthropic_messages") == ["full", "full"] + ["appended"] * 6
+
+
+def test_stream_records_are_bounded_by_count_and_bytes():
+    """The records hold bodies' JSON: at most ``maxsize`` of them and ``max_bytes`` together,
+    least recently used out first; one larger than all may be is not kept."""
+    def record(size: int) -> StreamRecord:
+        return StreamRecord((), b"x" * size, 1, None, frozenset(), None, (None, None, None, (), None, None))
+
+    streams = Streams(3, max_bytes=3 * RECORD_BYTES + 3000)
+    for key in "abcd":
+        streams.put(key, record(10))
+    assert len(streams) == 3 and streams.get("a") is None
+    streams.put("big", record(4000))  # with the others: over the bytes until two are out
+    assert streams.get("big") is not None and streams.get("d") is not None and len(streams) == 2
+    streams.put("huge", record(4 * RECORD_BYTES))
+    assert streams.get("huge") is None and streams.get("big") is not None
