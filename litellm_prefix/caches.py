@@ -5,11 +5,12 @@ request checks in full before it trusts it, so a hit never changes a result: a s
 with every cache empty writes the same bytes.
 
 ``Streams`` (below): the incremental request path's memory of each session stream's last
-request. Key: the stream's journal key (tenant-scoped, ``session.identify``). Bound: the
-settings' session cap (``maxSessions``), least recently used out first. Invalidation: a
-record is replaced by each request of its stream, and trusted only when the journal loaded
-is the one the record was made with (``Streams`` never outlives a change made elsewhere:
-another replica's save changes the journal's text).
+request. Key: the stream's journal key (tenant-scoped, ``session.identify``). Bound: 256
+records or the settings' session cap (``maxSessions``), whichever is smaller, and 64 MB of
+the bytes they hold (the last body's JSON, the head written), least recently used out
+first. Invalidation: a record is replaced by each request of its stream, and trusted only
+when the journal loaded is the one the record was made with (``Streams`` never outlives a
+change made elsewhere: another replica's save changes the journal's text).
 
 Elsewhere, each beside the code it serves (documented there):
 
@@ -136,24 +137,46 @@ class StreamRecord:
     """What one stream's last request looked like on the way in, and what it produced.
 
     ``head``: the raw head parts' digests (shape, system segments, tools JSON, ...) and the
-    context the rules saw (settings, target, ping). ``body``: the body's digest and its
-    message count. ``journal``: the journal text the rules ran on (as loaded) and the journal
-    they returned. ``result``: ``(head segments, tools order, body script, events)``: what the
-    transform produced, replayable on an equal request (``core``)."""
+    context the rules saw (settings, target, ping). ``body``: the body's JSON bytes (a later
+    request's body starts with them, but for the closing bracket, where it only appends)
+    and ``count``, its message count. ``journal_in``: the journal text the rules ran on (and
+    left unchanged); ``texts``: the text hashes the load brought. ``tail``: whether the last
+    message's run is a notification run where an appended request may reuse the decisions,
+    else None (``appended.extensible``). ``result``: ``(head segments, tools script, body
+    script, events, head segments set aside, and dropped)``: what the transform produced,
+    replayable (``core``); a script is a
+    tuple of input slices ``(start, stop)`` and JSON bytes of items a rule made. ``last``:
+    where the last message begins in ``body``, where the output carries it as sent (so a
+    request that changes only its marker fields may reuse the record), else None."""
 
     head: tuple[Any, ...]
-    body: Digest
+    body: bytes
     count: int
     journal_in: str | None
-    journal_out: Any
+    texts: frozenset[str]
+    tail: bool | None
     result: Any
+    last: int | None = None
+
+    def size(self) -> int:
+        """Bytes held, roughly: the body's JSON, the head written and the items the rules made."""
+        segments, tools, body = self.result[:3]
+        held = sum(len(s) for s in segments) if segments is not None else 0
+        for script in (tools or (), body or ()):
+            held += sum(len(part) for part in script if type(part) is bytes)
+        return RECORD_BYTES + len(self.body) + held
+
+
+RECORD_BYTES = 2048  # a record's own objects, beside the bytes it holds
+STREAM_BYTES = 64 << 20  # all records together
 
 
 class Streams:
     """The incremental path's records, one per stream (see the module docstring)."""
 
-    def __init__(self, maxsize: int) -> None:
-        self._records: LRUCache[str, StreamRecord] = LRUCache(maxsize=max(1, maxsize))
+    def __init__(self, maxsize: int, max_bytes: int = STREAM_BYTES) -> None:
+        self._records: LRUCache[str, StreamRecord] = LRUCache(maxsize=max_bytes, getsizeof=StreamRecord.size)
+        self._count = max(1, maxsize)
         self._lock = threading.Lock()
 
     def get(self, key: str) -> StreamRecord | None:
@@ -162,7 +185,12 @@ class Streams:
 
     def put(self, key: str, record: StreamRecord) -> None:
         with self._lock:
-            self._records[key] = record
+            try:
+                self._records[key] = record
+            except ValueError:  # larger than all records together may be: not remembered
+                self._records.pop(key, None)
+            while len(self._records) > self._count:
+                self._records.popitem()
 
     def drop(self, key: str) -> None:
         with self._lock:

@@ -21,12 +21,14 @@ from typing import Any
 from cachetools import Cache, LRUCache
 
 from . import pipeline, profiles, wire
+from .appended import extends as appended_extends, extensible
 from .caches import Digest, StreamRecord, Streams, body_json
 from .context import AgentSeen, Context, Drift, Event, Expiring, Target, payload
 from .drift import tools_entry, tools_json
 from .sections import text_digest
+from .rules.billing import is_billing_block
 from .rules.paths import link_target
-from .journal import Journal
+from .journal import Journal, unmarked
 from .session import DERIVED, identify, scoped_key
 from .settings import Settings
 from .metrics import Stats
@@ -113,21 +115,28 @@ def _head_key(view, ctx: Context) -> tuple[Any, ...] | None:
         if not exact:
             return None
         tools = Digest.of(text)
-    return (view.shape, view.text_part, tuple(text_digest(s) for s in view.head), view.head_aside,
+    # Claude Code's billing block is new on every request: the billing rule sets it aside, and no
+    # rule reads it (its size goes into an event); it is written back as this request sent it.
+    return (view.shape, view.text_part, tuple(("billing", len(s)) if is_billing_block(s) else text_digest(s)
+                                              for s in view.head), view.head_aside,
             view.head_dropped, tools, view.tools is None, ctx.settings, ctx.target, ctx.ping, ctx.texts_fetched)
 
 
 def _script(items, inputs) -> tuple[Any, ...] | None:
-    """Output items as positions of the input objects they are (by identity), or as JSON bytes
-    of an item a rule made; None where an item cannot be encoded."""
+    """Output items as runs of the input objects they are (by identity), ``(start, stop)`` slices
+    of the inputs, or as JSON bytes of an item a rule made; None where an item cannot be encoded."""
     # By id for this call only (not a cache): ``inputs`` holds every input object meanwhile, so
     # an id names one object. An ``Identity`` per message would cost more than the script saves.
     position = {id(item): i for i, item in enumerate(inputs)}
-    out = []
+    out: list[Any] = []
     for item in items:
         at = position.get(id(item))
         if at is not None and inputs[at] is item:
-            out.append(at)
+            last = out[-1] if out else None
+            if type(last) is tuple and last[1] == at:
+                out[-1] = (last[0], at + 1)
+            else:
+                out.append((at, at + 1))
             continue
         encoded = body_json((item,))
         if encoded is None:
@@ -136,9 +145,39 @@ def _script(items, inputs) -> tuple[Any, ...] | None:
     return tuple(out)
 
 
+def _extended(script: tuple[Any, ...], count: int, new_count: int) -> tuple[Any, ...]:
+    """``script`` (over ``count`` inputs) followed by inputs ``count`` to ``new_count`` as they came."""
+    last = script[-1] if script else None
+    if type(last) is tuple and last[1] == count:
+        return (*script[:-1], (last[0], new_count))
+    return (*script, (count, new_count))
+
+
 def _replayed(script, inputs) -> tuple[Any, ...]:
     from .caches import orjson
-    return tuple(inputs[x] if type(x) is int else orjson.loads(x)[0] for x in script)
+    if len(script) == 1 and type(script[0]) is tuple and script[0] == (0, len(inputs)):
+        return inputs if type(inputs) is tuple else tuple(inputs)
+    out: list[Any] = []
+    for part in script:
+        if type(part) is tuple:
+            out.extend(inputs[part[0]:part[1]])
+        else:
+            out.append(orjson.loads(part)[0])
+    return tuple(out)
+
+
+def _last_at(encoded: bytes, body) -> int | None:
+    """Where the body's last message begins in its JSON ``encoded``."""
+    last = body_json((body[-1],)) if body else None
+    return None if last is None else len(encoded) - len(last) + 1
+
+
+def _moved_mark(item: Any, raw: bytes) -> bool:
+    """``item`` is the message whose JSON was ``raw`` but for its marker fields (Claude Code moves
+    its ``cache_control`` mark to the newest message each turn, a marked string becoming one
+    text part): the rules never read those (``journal.unmarked``)."""
+    from .caches import orjson
+    return unmarked(item) == unmarked(orjson.loads(raw))
 
 
 def _time_free(journal: Journal) -> bool:
@@ -150,9 +189,9 @@ class Stabilizer:
     def __init__(self, settings: Settings, store: Store | None = None, *, incremental: bool | None = None) -> None:
         self.settings = settings
         # The incremental request path (``_probe``): a stream's last request reused where every
-        # input the rules read is the same. Off by default (setting ``incremental`` or
-        # ``incremental=True``): it reuses only an unchanged request, and remembering costs an
-        # encoding of the body per request (bench/session_steps.py measures both).
+        # input the rules read is the same, or where only messages no rule acts on were appended
+        # to it (``appended``). On by default (setting ``incremental``; ``incremental=False`` is
+        # the full path's twin the tests and benchmarks compare it with).
         if incremental is None:
             incremental = settings.incremental
         self.incremental = incremental
@@ -338,11 +377,11 @@ class Stabilizer:
                         loaded = dataclasses.replace(loaded, texts={**first.texts, **loaded.texts})
                         break
             run_ctx = ctx.but(texts={**ctx.texts, **loaded.texts}) if loaded.texts else ctx
-            probe = self._probe(key, view, run_ctx, loaded.journal) if self.incremental and not seeded else None
+            probe = self._probe(key, view, run_ctx, loaded) if self.incremental and not seeded else None
             if probe is not None and probe[0] is not None:
-                # The stream's last request again, on the journal it ran on: its output (the run
-                # left the journal as it was, so there is nothing to save).
-                self.stats["incremental_reused"] += 1
+                # The stream's last request again, or it with messages appended that change no
+                # decision, on the journal it ran on: its output (the run left the journal as it
+                # was, so there is nothing to save).
                 texts = pipeline.Result(probe[0], journal, probe[1]).texts
                 if texts:
                     await self.store.put_texts(loaded, texts)
@@ -351,7 +390,7 @@ class Stabilizer:
             new_view, new_journal, events = result
             needed = result.needed
             if probe is not None and not needed:
-                self._remember(key, probe[2], view, loaded.journal, journal, result)
+                self._remember(key, probe, view, loaded, journal, result, run_ctx)
             if needed:  # a text the load did not bring: evicted, or one the journal does not refer to
                 missing = [h for h in needed if h not in run_ctx.texts and h not in loaded.refs]
                 texts = await self.store.get_texts(loaded, missing) if missing else {}
@@ -385,44 +424,68 @@ class Stabilizer:
 
     # -- the incremental path ------------------------------------------------------------
 
-    def _probe(self, key: str, view, ctx: Context, loaded: str | None):
-        """``(view, events, head key)``: the remembered output where this request equals the
-        stream's last one in every input the rules read (head parts, body, journal, context),
-        else ``(None, None, head key)``; None where nothing can be remembered for it."""
+    def _probe(self, key: str, view, ctx: Context, loaded):
+        """``(view, events, head key, body JSON)``: the remembered output where this request
+        equals the stream's last one in every input the rules read (head parts, journal,
+        context, and the body, or the body with messages appended that change no decision:
+        ``appended``), else ``(None, None, head key, body JSON)``; None where nothing can be
+        remembered for it."""
         head = _head_key(view, ctx)
-        if head is None:
+        encoded = body_json(view.body) if head is not None else None
+        if encoded is None:
             self.streams.drop(key)
             return None
         record = self.streams.get(key)
-        if record is None or record.head != head or record.count != len(view.body) \
-                or record.journal_in != loaded:
-            return None, None, head
-        encoded = body_json(view.body)
-        if encoded is None or Digest.of(encoded) != record.body:
-            return None, None, head
-        segments, tools, body, events = record.result
+        if record is None or record.head != head or record.journal_in != loaded.journal \
+                or record.texts != loaded.texts.keys():
+            return None, None, head, encoded
+        prev = record.body
+        count = len(view.body)
+        if count == record.count and encoded == prev:
+            appended = False
+        elif count > record.count and record.tail is not None \
+                and appended_extends(record.tail, view.body[record.count:], view.body, ctx) \
+                and (len(encoded) > len(prev) and encoded[len(prev) - 1] == 0x2C  # (where the new ones begin)
+                     and encoded.startswith(memoryview(prev)[:-1])
+                     or record.last is not None and encoded.startswith(memoryview(prev)[:record.last])
+                     and _moved_mark(view.body[record.count - 1], prev[record.last:-1])):
+            appended = True
+        else:
+            return None, None, head, encoded
+        segments, tools, body, events, aside, dropped = record.result
         if segments is None:  # the rules changed nothing
-            return view, list(events), head
-        new_view = view.replace(head=segments, tools=None if tools is None else _replayed(tools, view.tools),
-                                body=_replayed(body, view.body))
-        return new_view, list(events), head
+            new_view = view
+        else:
+            if appended:
+                body = _extended(body, record.count, count)
+            new_view = view.replace(segments=segments, tools=None if tools is None else _replayed(tools, view.tools),
+                                    body=_replayed(body, view.body), head_aside=aside, head_dropped=dropped)
+        if appended:
+            self.stats["incremental_appended"] += 1
+            self.streams.put(key, dataclasses.replace(record, body=encoded, count=count, last=_last_at(encoded, view.body),
+                                                      result=(segments, tools, body, events, aside, dropped)))
+        else:
+            self.stats["incremental_reused"] += 1
+        return new_view, list(events), head, encoded
 
-    def _remember(self, key: str, head, view, loaded: str | None, journal: Journal, result) -> None:
+    def _remember(self, key: str, probe, view, loaded, journal: Journal, result, ctx: Context) -> None:
         """Keep what this request produced for the stream's next one, where reusing it is exact:
         the run left the journal as loaded (so the same inputs give the same output) and read
         no clock; else forget the stream's record."""
         new_view = result.view
-        encoded = body_json(view.body) if result.journal == journal and _time_free(journal) else None
+        reusable = result.journal == journal and _time_free(journal)
         tools = None if new_view.tools is None else _script(new_view.tools, view.tools or ())
-        body = _script(new_view.body, view.body) if encoded is not None else None
-        if encoded is None or body is None or (new_view.tools is not None and tools is None) \
-                or new_view.head_aside != view.head_aside or new_view.head_dropped != view.head_dropped \
+        body = _script(new_view.body, view.body) if reusable else None
+        if body is None or (new_view.tools is not None and tools is None) \
                 or new_view.shape != view.shape or new_view.text_part != view.text_part:
             self.streams.drop(key)
             return
-        kept = (None, None, None, tuple(result.events)) if new_view is view else \
-            (new_view.head, tools, body, tuple(result.events))
-        self.streams.put(key, StreamRecord(head, Digest.of(encoded), len(view.body), loaded, None, kept))
+        kept = (None, None, None, tuple(result.events), None, None) if new_view is view else \
+            (new_view.head, tools, body, tuple(result.events), new_view.head_aside, new_view.head_dropped)
+        as_sent = new_view is view or (body and type(body[-1]) is tuple and body[-1][1] == len(view.body))
+        self.streams.put(key, StreamRecord(probe[2], probe[3], len(view.body), loaded.journal,
+                                           frozenset(loaded.texts), extensible(view.body, journal, ctx), kept,
+                                           _last_at(probe[3], view.body) if as_sent else None))
 
     # -- edges: everything reported goes to sinks ---------------------------------------
 

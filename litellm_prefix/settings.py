@@ -158,10 +158,12 @@ class _Keys(BaseModel):
     first_user_context: list[ContextBlock] = Field(default_factory=list)
     profiles: ProfilesSetting | Literal["auto", "off"] = Field(default_factory=ProfilesSetting)
     keep_billing_header: bool = False
-    # The incremental request path (core): a stream's unchanged request (a retry) reuses the
-    # last output; any other request takes the full path. Off: remembering costs an encode of
-    # the body on every request.
-    incremental: bool = False
+    # The incremental request path (core, appended.py): a stream's unchanged request (a retry)
+    # reuses the last output, and one that only appends messages no rule acts on reuses the
+    # last decisions and runs nothing for them; any other request takes the full path. The
+    # output is the full path's, byte for byte (tests/test_incremental.py). Off: every
+    # request takes the full path.
+    incremental: bool = True
     metrics_port: int = Field(default=0, ge=0, le=65535)
     # Provider cache hints (rules/hints.py) and session affinity (affinity.py).
     prompt_cache_key: bool = True

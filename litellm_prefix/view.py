@@ -74,7 +74,10 @@ class View:
         if unknown:
             raise TypeError(f"View has no field {sorted(unknown)[0]!r}")
         fields.update(changes)
-        return View(**fields)
+        view = View(**fields)
+        if fields["body"] is self.body and self._system_roles is not None:  # the same body: found once per request
+            object.__setattr__(view, "_system_roles", self._system_roles)
+        return view
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")

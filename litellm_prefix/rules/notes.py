@@ -46,6 +46,8 @@ output stays a prefix of turn N+1's. Its form follows the target's role rules
 from __future__ import annotations
 
 from collections.abc import Mapping
+from itertools import repeat
+from operator import is_
 from typing import Any
 
 from ..context import Context, Event
@@ -136,7 +138,7 @@ def place_notes(view: View, journal: Journal, ctx: Context) -> tuple[View, Journ
     rules = role_rules(ctx.target, ctx.settings.supports_mid_conversation_system)
     folding = rules != "system"
     converted = _converted_positions(view, ctx) if rules == "user" else ()  # (only there are any)
-    if not journal.notes and not converted and not any(item is DROPPED for item in view.body):
+    if not journal.notes and not converted and not any(map(is_, view.body, repeat(DROPPED))):
         return view, journal, []
     after: dict[int, list[Note]] = {}
     for note in journal.notes:

@@ -259,7 +259,7 @@ def _context_rules(blocks: tuple[ContextBlock, ...]):
                  for block in blocks)
 
 
-def _first_user(body: tuple) -> int | None:
+def first_user(body: tuple) -> int | None:
     for index, item in enumerate(body):
         if field_of(item, "role") == "user" and field_of(item, "type") in (None, "message"):
             return index
@@ -299,7 +299,7 @@ def context_blocks(texts: list[str], rules) -> list[tuple[int, int, int, tuple]]
 def _pin_context_spans(view: View, journal: Journal, ctx: Context) -> tuple[View, Journal, list[Event]]:
     """Pin the presets' spans inside the agent's context blocks of the first user message, like head
     spans: the first value for the session; a changed value goes to the tail as a note."""
-    where = _first_user(view.body)
+    where = first_user(view.body)
     if where is None:
         return view, journal, []
     message = view.body[where]
