@@ -144,7 +144,15 @@ def common_prefix(a: tuple, b: tuple) -> int:
 def block_keys(pieces: list[tuple[int, int]]) -> list[int]:
     """Chained keys of the full 16-token blocks of a token sequence given as (piece id, length)
     pieces: two sequences share block i exactly when they share every piece up to its end."""
-    keys, chain, filled, inside = [], 0, 0, []
+    return extend_keys(([], 0, 0, []), pieces)[0]
+
+
+def extend_keys(state: tuple, pieces: list[tuple[int, int]]) -> tuple:
+    """``block_keys`` carried on: ``state`` (keys, chain, filled, the open block's parts) is
+    what a previous call returned for the pieces before these; returns the new state (the
+    state given is not changed). A session's next turn extends its last request, so its keys
+    cost only the new pieces (the simulation spent most of its time re-keying whole requests)."""
+    keys, chain, filled, inside = list(state[0]), state[1], state[2], list(state[3])
     for piece, length in pieces:
         offset = 0
         while offset < length:
@@ -156,7 +164,7 @@ def block_keys(pieces: list[tuple[int, int]]) -> list[int]:
                 chain = hash((chain, tuple(inside)))
                 keys.append(chain)
                 filled, inside = 0, []
-    return keys
+    return keys, chain, filled, inside
 
 
 # -- the trace -----------------------------------------------------------------------------
@@ -446,13 +454,22 @@ def simulate(policy_cls, trace: list[Session], n_replicas: int, engine_tokens: i
     by_id = {s.sid: s for s in trace}
     last_replica: dict[int, str] = {}
     offset: dict[int, float] = defaultdict(float)  # a session's delay (answers and the admission queue)
+    keyed: dict[int, tuple[list, tuple]] = {}  # session -> (its last request's pieces, their extend_keys state)
+
+    def keys_of(sid: int, pieces: list[tuple[int, int]]) -> list[int]:
+        before, state = keyed.get(sid, ([], ([], 0, 0, [])))
+        if pieces[:len(before)] != before:
+            before, state = [], ([], 0, 0, [])
+        state = extend_keys(state, pieces[len(before):])
+        keyed[sid] = (pieces, state)
+        return state[0]
 
     def send(sid: int, turn: int, now: float) -> None:
         nonlocal order
         s = by_id[sid]
         pieces = s.pieces(turn, stable)
         tokens = sum(length for _, length in pieces)
-        keys = block_keys(pieces)
+        keys = keys_of(sid, pieces)
         policy.now = now
         replica = policy.route(s, turn, keys, in_flight)
         if sid in last_replica and last_replica[sid] != replica:
@@ -490,6 +507,7 @@ def simulate(policy_cls, trace: list[Session], n_replicas: int, engine_tokens: i
                 order += 1
             else:
                 policy.ended(s)
+                keyed.pop(sid, None)
                 active -= 1
                 if waiting:
                     heapq.heappush(events, (now, order, "arrive", waiting.pop(0), 0))

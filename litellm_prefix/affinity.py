@@ -124,7 +124,8 @@ def gate_of(settings: Any) -> placement.Gate:
         absolute_slack=settings.placement_absolute_slack, relative_slack=settings.placement_relative_slack,
         move_slack=settings.placement_move_slack, load_seconds=settings.placement_load_seconds,
         idle_seconds=settings.placement_idle_seconds, active_seconds=settings.placement_active_seconds,
-        session_weight=settings.placement_session_weight, cache_tokens=settings.placement_cache_tokens)
+        session_weight=settings.placement_session_weight, active_slack=settings.placement_active_slack,
+        cache_tokens=settings.placement_cache_tokens)
 
 
 def _deployment_id(deployment: Any) -> str | None:

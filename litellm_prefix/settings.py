@@ -177,6 +177,7 @@ class _Keys(BaseModel):
     placement_idle_seconds: float = Field(default=300.0, gt=0)
     placement_active_seconds: float = Field(default=120.0, gt=0)
     placement_session_weight: float = Field(default=10.0, ge=0)
+    placement_active_slack: float = Field(default=2.0, ge=0)
     placement_cache_tokens: int = Field(default=400_000, gt=0)
 
     @field_validator("profiles")
@@ -270,6 +271,7 @@ ENV_VARS: dict[str, str] = {
     "placement_idle_seconds": "LITELLM_PREFIX_PLACEMENT_IDLE_SECONDS",
     "placement_active_seconds": "LITELLM_PREFIX_PLACEMENT_ACTIVE_SECONDS",
     "placement_session_weight": "LITELLM_PREFIX_PLACEMENT_SESSION_WEIGHT",
+    "placement_active_slack": "LITELLM_PREFIX_PLACEMENT_ACTIVE_SLACK",
     "placement_cache_tokens": "LITELLM_PREFIX_PLACEMENT_CACHE_TOKENS",
 }
 # Environment values for list keys are comma-separated.

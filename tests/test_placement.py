@@ -81,6 +81,46 @@ async def test_the_load_gate_spreads_one_kind_over_every_deployment():
         "dep-0": 4, "dep-1": 4, "dep-2": 4}
 
 
+async def test_the_active_gate_keeps_one_kind_s_sessions_from_piling_onto_its_cached_deployment():
+    # The load gate opened wide: the cached head alone decides, and every pi session goes where
+    # the first one went (the in-flight peak of that deployment is every session's request).
+    deps = deployments(3)
+
+    async def sessions(affinity: SessionAffinity) -> Counter:
+        warm, where = set(), Counter()
+        for i in range(12):  # each session's first answer proves the head cached where it was before
+            first = await turn(affinity, request("pi", i), deps, cached=8000 if warm else 0)
+            assert await turn(affinity, request("pi", i), deps, cached=8000) == first
+            warm.add(first)
+            where[first] += 1
+        return where
+
+    wide = {"placement_absolute_slack": 1e9, "placement_relative_slack": 1e9}
+    assert len(await sessions(make(placement_active_slack=1e9, **wide))) == 1
+    # The active gate: a deployment more than one active session above the least active one
+    # takes no new session, cached head or not.
+    where = await sessions(make(placement_active_slack=1, **wide))
+    assert len(where) == 3 and max(where.values()) - min(where.values()) <= 2, where
+
+
+def test_the_active_gate_picks_the_least_active_replica_when_the_cached_one_is_too_far_over():
+    head, other = placement.head_blocks(PI), placement.head_blocks(CC)
+    for slack, over, expected in ((1, 1, "a"), (1, 2, "b"), (2, 2, "a"), (2, 3, "b")):
+        index = placement.Index(placement.Gate(active_slack=slack, session_weight=0, relative_slack=1e9))
+        index.routed("a", head, 9000, 0.0, "pi-0")  # a holds the pi head
+        for n in range(1, 1 + over):
+            index.routed("a", head, 100, 1.0, f"pi-{n}")
+        index.routed("b", other, 9000, 1.0, "cc-0")  # b and c: one claude-code session each,
+        index.routed("c", other, 9000, 1.0, "cc-1")  # c's on its second request
+        index.routed("c", other, 500, 1.0, "cc-1")
+        assert [index.active(r, 2.0) for r in "abc"] == [1 + over, 1, 1]
+        # ``over`` sessions above the least active: within the slack, the cached head wins;
+        # past it, a replica the active count allows (no head there: the least loaded, b).
+        assert placement.choose("pi-new", head, ["a", "b", "c"], index, 2.0) == expected, (slack, over)
+    # Once a's sessions fall silent for ``active_seconds``, they no longer count: a again.
+    assert placement.choose("pi-new", head, ["a", "b", "c"], index, 2.0 + index.gate.active_seconds) == "a"
+
+
 async def test_an_overloaded_deployment_sheds_a_session_only_at_its_idle_boundary():
     clock, events = Clock(), []
     affinity, deps = make(clock=clock, events=events), deployments(3)
