@@ -271,9 +271,10 @@ class SessionAffinity:
         now, deployment = self.clock(), str(deployment)
 
         def update(index: placement.Index) -> None:
+            expected = index.proven(deployment, blocks)
             index.routed(deployment, blocks, prefill, now, session)
             if cached is not None:
-                index.correct(deployment, blocks, cached * CHARS_PER_TOKEN // placement.BLOCK_CHARS)
+                index.correct(deployment, blocks, cached * CHARS_PER_TOKEN // placement.BLOCK_CHARS, expected)
 
         await self._update_index(str(group), update, (deployment,))
 

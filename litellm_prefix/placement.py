@@ -85,7 +85,11 @@ def head_blocks(head_text: str, block_chars: int = BLOCK_CHARS) -> tuple[str, ..
 
 class Index:
     """One model group's record: replica -> {"k": clock, "l": decayed requests, "t": their time,
-    "b": {block digest: clock at last use}, "a": {session tag: last request}}."""
+    "b": {block digest: clock at last use}, "p": {block digest: clock when placed}, "a": {session
+    tag: last request}}. ``b`` holds blocks an answer from the replica has followed (the replica
+    prefilled or reused them); ``p`` blocks of a session placed there whose first answer has not
+    come yet: they count for the match (a burst of new sessions sees each other) but prove
+    nothing, so an answer's cached tokens are checked against ``b`` only (``proven``)."""
 
     def __init__(self, gate: Gate = Gate(), record: Mapping[str, Any] | None = None) -> None:
         self.gate = gate
@@ -94,13 +98,13 @@ class Index:
             if isinstance(r, Mapping):
                 self.replicas[str(name)] = {"k": int(r.get("k", 0)), "l": float(r.get("l", 0.0)),
                                             "t": float(r.get("t", 0.0)), "b": dict(r.get("b") or {}),
-                                            "a": dict(r.get("a") or {})}
+                                            "p": dict(r.get("p") or {}), "a": dict(r.get("a") or {})}
 
     def record(self) -> dict[str, Any]:
         return {"r": self.replicas}
 
     def _replica(self, name: str) -> dict[str, Any]:
-        return self.replicas.setdefault(name, {"k": 0, "l": 0.0, "t": 0.0, "b": {}, "a": {}})
+        return self.replicas.setdefault(name, {"k": 0, "l": 0.0, "t": 0.0, "b": {}, "p": {}, "a": {}})
 
     def clock(self, replica: str) -> int:
         known = self.replicas.get(replica)
@@ -130,9 +134,18 @@ class Index:
         known = self.replicas.get(replica)
         if not known:
             return 0
+        return self._held(known, blocks, (known["b"], known.get("p") or {}))
+
+    def proven(self, replica: str, blocks: Sequence[str]) -> int:
+        """How many of the head's leading blocks an earlier answer from the replica followed (and
+        its cache most likely still holds): what this answer's cached tokens should show."""
+        known = self.replicas.get(replica)
+        return self._held(known, blocks, (known["b"],)) if known else 0
+
+    def _held(self, known: Mapping[str, Any], blocks: Sequence[str], maps: tuple[Mapping[str, int], ...]) -> int:
         n = 0
         for digest in blocks:
-            used = known["b"].get(digest)
+            used = max((m[digest] for m in maps if digest in m), default=None)
             if used is None or known["k"] - used >= self.gate.cache_tokens:
                 break
             n += 1
@@ -144,12 +157,12 @@ class Index:
         for name, other in self.replicas.items():  # a moved session is active only where it went
             if name != replica and session is not None:
                 other["a"].pop(_tag(session), None)
-        self.routed(replica, blocks, 0, now, session)
+        self.routed(replica, blocks, 0, now, session, pending=True)
 
     def routed(self, replica: str, blocks: Sequence[str], prefill_tokens: int, now: float,
-               session: str | None = None) -> None:
+               session: str | None = None, pending: bool = False) -> None:
         """A request of ``session`` with this head was answered by ``replica`` after prefilling
-        ``prefill_tokens``."""
+        ``prefill_tokens`` (``pending``: placed there, not answered yet)."""
         known = self._replica(replica)
         known["l"], known["t"] = self.requests(replica, now) + 1.0, now
         known["k"] += max(0, int(prefill_tokens))
@@ -162,19 +175,30 @@ class Index:
             del active[tag]
         while len(active) > ACTIVE_PER_REPLICA:
             active.pop(next(iter(active)))
-        held = known["b"]
+        held = known.setdefault("p", {}) if pending else known["b"]
+        placed = known.get("p") or {}
         for digest in blocks:
+            if pending and digest in known["b"]:
+                continue  # followed by an answer already: stays proven
             held.pop(digest, None)  # re-inserted: most recently used last
             held[digest] = known["k"]
+            if not pending:
+                placed.pop(digest, None)
         while len(held) > BLOCKS_PER_REPLICA:
             held.pop(next(iter(held)))
 
-    def correct(self, replica: str, blocks: Sequence[str], cached_blocks: int) -> None:
-        """The answer proved only ``cached_blocks`` leading blocks cached there: forget the rest."""
+    def correct(self, replica: str, blocks: Sequence[str], cached_blocks: int, expected: int | None = None) -> None:
+        """The answer showed only ``cached_blocks`` leading blocks cached where ``expected`` were
+        proven before it (``proven``, read before the answer's ``routed``): the replica keeps
+        less than the index thought, so forget the blocks past what it showed. An answer that
+        shows at least what was proven corrects nothing: blocks nothing had proven yet (a
+        session's first request there) are now in its cache, just prefilled. ``expected``
+        None: any shortfall counts."""
         known = self.replicas.get(replica)
-        if known:
+        if known and (expected is None or cached_blocks < expected):
             for digest in blocks[max(0, cached_blocks):]:
                 known["b"].pop(digest, None)
+                (known.get("p") or {}).pop(digest, None)
 
     def keep_only(self, replicas: Iterable[str]) -> list[str]:
         """Forget replicas that are no longer in the group; returns those forgotten."""

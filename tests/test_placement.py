@@ -103,6 +103,45 @@ async def test_the_active_gate_keeps_one_kind_s_sessions_from_piling_onto_its_ca
     assert len(where) == 3 and max(where.values()) - min(where.values()) <= 2, where
 
 
+def test_a_first_answer_with_nothing_cached_keeps_the_head_it_just_prefilled():
+    """A session's first request to a replica that held nothing of its head shows 0 cached
+    tokens: the replica prefilled the head and holds it now. Only an answer that shows less than
+    an earlier answer proved (the replica evicted, or keeps no prefixes) drops blocks."""
+    index = placement.Index(placement.Gate())
+    head = placement.head_blocks(PI)
+    index.placed("a", head, 0.0, "s1")
+    assert index.match("a", head) == len(head) and index.proven("a", head) == 0  # expected, not proven
+    expected = index.proven("a", head)
+    index.routed("a", head, 9000, 1.0, "s1")
+    index.correct("a", head, 0, expected)  # its first answer: nothing was cached before it
+    assert index.match("a", head) == index.proven("a", head) == len(head)
+    # A second session's answer on the same replica shows the head cached: nothing changes.
+    expected = index.proven("a", head)
+    index.routed("a", head, 100, 2.0, "s2")
+    index.correct("a", head, len(head), expected)
+    assert index.proven("a", head) == len(head)
+    # A later answer that shows only 2 blocks of what was proven: the rest is forgotten.
+    expected = index.proven("a", head)
+    index.routed("a", head, 7000, 3.0, "s3")
+    index.correct("a", head, 2, expected)
+    assert index.match("a", head) == index.proven("a", head) == 2
+    assert placement.Index(index.gate, json.loads(json.dumps(index.record()))).record() == index.record()
+
+
+async def test_through_the_gateway_a_kind_s_second_session_follows_a_head_proven_by_nothing_cached():
+    # The load gate opened wide: the head alone decides where the second session goes.
+    affinity, deps = make(placement_absolute_slack=1e9, placement_relative_slack=1e9), deployments(2)
+    first = await turn(affinity, request("pi", 0), deps, cached=0)  # cold: the head prefilled there
+    index, _ = await affinity.index("pool")
+    head = head_blocks_of(request("pi", 0))
+    assert index.proven(first, head) == len(head)
+    # A server that keeps no prefixes: the next session goes there, and its answer shows 0 cached
+    # where the index had proven the head: the head is forgotten there.
+    assert await turn(affinity, request("pi", 1), deps, cached=0) == first
+    index, _ = await affinity.index("pool")
+    assert index.match(first, head) == 0
+
+
 def test_the_active_gate_picks_the_least_active_replica_when_the_cached_one_is_too_far_over():
     head, other = placement.head_blocks(PI), placement.head_blocks(CC)
     for slack, over, expected in ((1, 1, "a"), (1, 2, "b"), (2, 2, "a"), (2, 3, "b")):
