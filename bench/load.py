@@ -95,6 +95,7 @@ from pathlib import Path
 import httpx
 from harness.procs import Proxy, RedisServer, Upstream, proxy_config
 from harness.sessions import PiClient, memory_flip_turn
+from litellm_prefix.rules.mid_system import SYSTEM_UPDATE_NOTE
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -211,6 +212,22 @@ def head_of(body: dict) -> str:
 
 def roles(messages: list[dict]) -> list[dict]:
     return [{k: v for k, v in m.items() if v is not None} for m in messages if m["role"] in ("user", "assistant", "tool")]
+
+
+def kept(received: list[dict], sent: list[dict]) -> bool:
+    """Every user, assistant and tool message the client sent reached the upstream, in order, as
+    sent, or (a user message) with the plugin's operator note after its text: a session note (the
+    memory correction) placed after it, folded in as a user-turn note where the target takes no
+    mid-conversation system message (``rules/mid_system``)."""
+    got, want = roles(received), roles(sent)
+    return len(got) == len(want) and all(g == w or _noted(g, w) for g, w in zip(got, want))
+
+
+def _noted(got: dict, want: dict) -> bool:
+    text, was = got.get("content"), want.get("content")
+    return (got["role"] == want["role"] == "user" and isinstance(text, str) and isinstance(was, str)
+            and text.startswith(f"{was}\n\n{SYSTEM_UPDATE_NOTE}")
+            and {k: v for k, v in got.items() if k != "content"} == {k: v for k, v in want.items() if k != "content"})
 
 
 async def wave(client: httpx.AsyncClient, targets: list[Proxy], bodies: list[bytes], sessions: list[Session],
@@ -385,8 +402,8 @@ async def run(args) -> dict:
             stable, lost, monotone, most_heads = True, False, True, 0
             for i, bodies in upstream_bodies[config].items():
                 sent = sessions[config][i].requests
-                lost |= len(bodies) != len(sent) or any(
-                    roles(b["messages"]) != roles(r["messages"]) for b, r in zip(bodies, sent))
+                lost |= len(bodies) != len(sent) or not all(
+                    kept(b["messages"], r["messages"]) for b, r in zip(bodies, sent))
                 monotone &= all(later["messages"][: len(earlier["messages"])] == earlier["messages"]
                                 for earlier, later in zip(bodies, bodies[1:]))
                 most_heads = max(most_heads, len({head_of(b) for b in bodies}))
