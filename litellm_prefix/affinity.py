@@ -290,19 +290,20 @@ class SessionAffinity:
 
     async def index(self, group: str) -> tuple[placement.Index, Any]:
         """The model group's placement index as stored (and the ``Loaded`` to save it back by)."""
+        index, _, loaded = await self._read_index(group)
+        return index, loaded
+
+    async def _read_index(self, group: str) -> tuple[placement.Index, dict[str, Any], Any]:
         loaded = await self.store.load(self._index_key(group))
         record = json.loads(loaded.journal) if loaded.journal else {}
-        return placement.Index(gate_of(self.settings_of()), record), loaded
+        return placement.Index(gate_of(self.settings_of()), record), record, loaded
 
     async def _update_index(self, group: str, change: Any, seen: Sequence[str]) -> None:
         """Apply ``change`` to the stored index by compare-and-set. Deployments in ``seen`` are
         marked present; one neither offered by the router nor answering for ``load_seconds`` (removed
         from the group, or long unhealthy) is forgotten with all its entries."""
-        key = self._index_key(group)
         for _ in range(SAVE_ATTEMPTS * 2):
-            loaded = await self.store.load(key)
-            record = json.loads(loaded.journal) if loaded.journal else {}
-            index = placement.Index(gate_of(self.settings_of()), record)
+            index, record, loaded = await self._read_index(group)
             now = self.clock()
             present = {str(d): float(t) for d, t in (record.get("s") or {}).items()}
             present.update({d: now for d in seen})
@@ -314,7 +315,8 @@ class SessionAffinity:
             out["s"] = {d: t for d, t in present.items() if d not in gone}
             if gone:
                 self.stats["affinity_replicas_forgotten"] += len(gone)
-            if await self.store.save(key, loaded, json.dumps(out, sort_keys=True, separators=(",", ":"))) is not False:
+            if await self.store.save(self._index_key(group), loaded,
+                                     json.dumps(out, sort_keys=True, separators=(",", ":"))) is not False:
                 return
         self.stats["affinity_index_conflicts"] += 1
 

@@ -22,7 +22,7 @@ from cachetools import Cache, LRUCache
 
 from . import pipeline, profiles, wire
 from .appended import extends as appended_extends, extensible
-from .caches import Digest, StreamRecord, Streams, body_json
+from .caches import Digest, StreamRecord, Streams, body_json, orjson
 from .context import AgentSeen, Context, Drift, Event, Expiring, Target, payload
 from .drift import tools_entry, tools_json
 from .sections import text_digest
@@ -154,7 +154,6 @@ def _extended(script: tuple[Any, ...], count: int, new_count: int) -> tuple[Any,
 
 
 def _replayed(script, inputs) -> tuple[Any, ...]:
-    from .caches import orjson
     if len(script) == 1 and type(script[0]) is tuple and script[0] == (0, len(inputs)):
         return inputs if type(inputs) is tuple else tuple(inputs)
     out: list[Any] = []
@@ -176,7 +175,6 @@ def _moved_mark(item: Any, raw: bytes) -> bool:
     """``item`` is the message whose JSON was ``raw`` but for its marker fields (Claude Code moves
     its ``cache_control`` mark to the newest message each turn, a marked string becoming one
     text part): the rules never read those (``journal.unmarked``)."""
-    from .caches import orjson
     return unmarked(item) == unmarked(orjson.loads(raw))
 
 
@@ -382,7 +380,7 @@ class Stabilizer:
                 # The stream's last request again, or it with messages appended that change no
                 # decision, on the journal it ran on: its output (the run left the journal as it
                 # was, so there is nothing to save).
-                texts = pipeline.Result(probe[0], journal, probe[1]).texts
+                texts = pipeline.texts_of(probe[1])
                 if texts:
                     await self.store.put_texts(loaded, texts)
                 return probe[0], probe[1]

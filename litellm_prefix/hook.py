@@ -28,6 +28,10 @@ from .settings import Settings, load_settings
 logger = logging.getLogger("litellm_prefix")
 
 
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
 class PrefixStabilizer(CustomLogger):
     """Keeps every session's request head byte-stable. Register an instance as a LiteLLM callback."""
 
@@ -58,16 +62,17 @@ class PrefixStabilizer(CustomLogger):
             model = params.get("model") or group
             target = targets.resolve(model, params.get("custom_llm_provider"), model_info,
                                      api_base=params.get("api_base"), call_type=call_type)
-            api_key_hash = getattr(user_api_key_dict, "api_key", None)
-            team_id = getattr(user_api_key_dict, "team_id", None)
+            api_key_hash = _text(getattr(user_api_key_dict, "api_key", None))
+            team_id = _text(getattr(user_api_key_dict, "team_id", None))
         except Exception as exc:
             logger.warning("litellm-prefix: could not resolve the deployment (%s)", type(exc).__name__)
             target, model_info, model, api_key_hash, team_id = Target(model=str(data.get("model", ""))), None, "", None, None
         call_id = call_id_of(data)
         # A session id is given only where LiteLLM reads it for this model group (its router's
         # ``session_affinity``, its Kubernetes pod discovery on the group's deployment, or our own
-        # check in ``always`` mode); elsewhere the metadata stays as sent. The key comes with the transform (one read of the client's request); computed here
-        # only for a call the transform cannot name (no call id) or did not take.
+        # check in ``always`` mode); elsewhere the metadata stays as sent. The key comes with the
+        # transform (one read of the client's request); computed here only for a call the
+        # transform cannot name (no call id) or did not take.
         affinity = self.affinity.active(group) or (self.settings.enabled and self.settings.session_affinity != "off"
                                                    and targets.reads_session_id(deployment))
         key = self._session_key_for_affinity(data, call_type, api_key_hash, team_id) \
@@ -78,8 +83,8 @@ class PrefixStabilizer(CustomLogger):
             target=target,
             model_names=(group, model),
             model_info=model_info,
-            api_key_hash=api_key_hash if isinstance(api_key_hash, str) else None,
-            team_id=team_id if isinstance(team_id, str) else None,
+            api_key_hash=api_key_hash,
+            team_id=team_id,
         )
         if affinity and call_id is not None:
             taken, key = self.core.affinity_key(call_id)
@@ -105,12 +110,11 @@ class PrefixStabilizer(CustomLogger):
 
     # -- session affinity (affinity.py) ------------------------------------------------
 
-    def _session_key_for_affinity(self, data: Mapping[str, Any], call_type: Any, api_key_hash: Any,
-                                  team_id: Any) -> str | None:
+    def _session_key_for_affinity(self, data: Mapping[str, Any], call_type: Any, api_key_hash: str | None,
+                                  team_id: str | None) -> str | None:
         """The session key, computed on the client's request (None: no conversation, or it failed)."""
         try:
-            return session_key(data, call_type, api_key_hash if isinstance(api_key_hash, str) else None,
-                               team_id if isinstance(team_id, str) else None, settings=self.settings,
+            return session_key(data, call_type, api_key_hash, team_id, settings=self.settings,
                                model_names=(str(data.get("model") or ""),))
         except Exception as exc:
             self.core.stats["errors"] += 1

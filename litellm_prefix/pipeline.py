@@ -9,7 +9,7 @@ typed, so that no caller reads it out of ``Event.data`` by string keys.
 from __future__ import annotations
 
 from collections import ChainMap
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import NamedTuple, Protocol
 
 from .context import Context, Event, TextsNeeded, TextsToKeep
@@ -48,11 +48,16 @@ class Result(NamedTuple):
 
     @property
     def texts(self) -> Mapping[str, str]:
-        return {h: t for e in self.events if type(e.data) is TextsToKeep for h, t in e.data.texts.items()}
+        return texts_of(self.events)
 
     @property
     def needed(self) -> list[str]:
         return [h for e in self.events if type(e.data) is TextsNeeded for h in e.data.hashes]
+
+
+def texts_of(events: Iterable[Event]) -> Mapping[str, str]:
+    """The texts the events ask the store to keep, by content hash (``Result.texts``)."""
+    return {h: t for e in events if type(e.data) is TextsToKeep for h, t in e.data.texts.items()}
 
 
 def stateless(rule) -> Rule:

@@ -31,7 +31,7 @@ from pydantic.alias_generators import to_camel
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from .caches import PerObject
-from .profile_data import (  # noqa: F401  (VOLATILE_PRESETS and TOOL_VOLATILE_PRESETS: read as settings.NAME too)
+from .profile_data import (
     DEFAULT_NOTIFICATION_PATTERNS,
     PI_PACKAGE_PATH_SUFFIX,
     PI_STABLE_PATH,
@@ -41,9 +41,6 @@ from .profile_data import (  # noqa: F401  (VOLATILE_PRESETS and TOOL_VOLATILE_P
 
 logger = logging.getLogger("litellm_prefix")
 
-# pi's install path (profile_data.py): the defaults hold for every request, from any agent.
-DEFAULT_PACKAGE_PATH_SUFFIX = PI_PACKAGE_PATH_SUFFIX
-DEFAULT_STABLE_PATH = PI_STABLE_PATH
 PROJECT_FILE = Path(".litellm-prefix") / "litellm-prefix.json"
 
 
@@ -125,9 +122,9 @@ class _Keys(BaseModel):
 
     enabled: bool = True
     log: str | None = None
-    stable_path: str = DEFAULT_STABLE_PATH
+    stable_path: str = PI_STABLE_PATH  # pi's (profile_data.py): the default for every request, from any agent
     # One suffix, or a list (files only); an agent's profile adds its own (profiles.apply).
-    package_path_suffix: str | list[str] = DEFAULT_PACKAGE_PATH_SUFFIX
+    package_path_suffix: str | list[str] = PI_PACKAGE_PATH_SUFFIX
     create_symlink: bool = False
     # exists: rewrite a root only where stablePath resolves to it on this disk; absolute: the
     # gateway cannot see the agents' disk, roots pass through; trusted: the operator declares

@@ -168,18 +168,9 @@ class Pending:
 
 
 def agent_of(events: list[Event]) -> str:
-    """The agent profile's name when a rule reported one (an ``agent`` event or an event's ``agent`` field)."""
-    for event in events:
-        if type(event.data) is AgentSeen:
-            return event.data.name
-        data = event.data if isinstance(event.data, Mapping) else {}
-        if event.kind == "agent":
-            for key in ("name", "profile", "agent"):
-                if isinstance(data.get(key), str):
-                    return data[key]
-        if isinstance(data.get("agent"), str):
-            return data["agent"]
-    return ""
+    """The agent profile's name where the request was recognised as one (its ``agent`` event)."""
+    seen = payload(events, AgentSeen)
+    return seen.name if seen is not None else ""
 
 
 def _tenant_of(slo: Mapping[str, Any]) -> str:
