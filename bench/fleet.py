@@ -405,9 +405,7 @@ class Plugin(Policy):
 
     def answered(self, s, turn, replica, keys, cached, tokens):
         blocks = self._head(s)
-        expected = self.index.proven(replica, blocks)
-        self.index.routed(replica, blocks, tokens - cached, self.now, str(s.sid))
-        self.index.correct(replica, blocks, cached // PLACEMENT_BLOCK, expected)
+        self.index.answered(replica, blocks, tokens - cached, self.now, str(s.sid), cached // PLACEMENT_BLOCK)
 
 
 POLICIES = (SimpleShuffle, LeastBusy, SessionAffinity, HashRing, SGLang, Plugin)

@@ -192,9 +192,8 @@ class GatewayPlugin(fleet.Plugin):
 
     def answered(self, s, turn, replica, keys, cached, tokens):
         blocks = self._head(s)
-        expected = self.index.proven(replica, blocks)
-        self.index.routed(replica, blocks, tokens - cached, self.now, str(s.sid))
-        self.index.correct(replica, blocks, cached * affinity.CHARS_PER_TOKEN // placement.BLOCK_CHARS, expected)
+        self.index.answered(replica, blocks, tokens - cached, self.now, str(s.sid),
+                            cached * affinity.CHARS_PER_TOKEN // placement.BLOCK_CHARS)
 
 
 def policy(name: str, all_steps: list[Step], cache_tokens: int) -> fleet.Policy:

@@ -270,13 +270,9 @@ class SessionAffinity:
         prefill = measured.prompt - (cached or 0)
         now, deployment = self.clock(), str(deployment)
 
-        def update(index: placement.Index) -> None:
-            expected = index.proven(deployment, blocks)
-            index.routed(deployment, blocks, prefill, now, session)
-            if cached is not None:
-                index.correct(deployment, blocks, cached * CHARS_PER_TOKEN // placement.BLOCK_CHARS, expected)
-
-        await self._update_index(str(group), update, (deployment,))
+        shown = None if cached is None else cached * CHARS_PER_TOKEN // placement.BLOCK_CHARS
+        await self._update_index(str(group), lambda ix: ix.answered(deployment, blocks, prefill, now, session, shown),
+                                 (deployment,))
 
     # Pins: "affinity:pin:<hash(group, session)>" -> {"d": deployment id, "t": last refresh, "k": the
     # deployment's index clock then}; the placement index: "affinity:place:<hash(group)>" ->

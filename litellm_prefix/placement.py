@@ -187,6 +187,15 @@ class Index:
         while len(held) > BLOCKS_PER_REPLICA:
             held.pop(next(iter(held)))
 
+    def answered(self, replica: str, blocks: Sequence[str], prefill_tokens: int, now: float,
+                 session: str | None, cached_blocks: int | None) -> None:
+        """An answer from ``replica``: ``routed``, then ``correct`` by the ``cached_blocks`` it showed
+        (None: the answer said nothing about its cache) against what was proven before it."""
+        expected = self.proven(replica, blocks)
+        self.routed(replica, blocks, prefill_tokens, now, session)
+        if cached_blocks is not None:
+            self.correct(replica, blocks, cached_blocks, expected)
+
     def correct(self, replica: str, blocks: Sequence[str], cached_blocks: int, expected: int | None = None) -> None:
         """The answer showed only ``cached_blocks`` leading blocks cached where ``expected`` were
         proven before it (``proven``, read before the answer's ``routed``): the replica keeps

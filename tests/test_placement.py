@@ -111,19 +111,13 @@ def test_a_first_answer_with_nothing_cached_keeps_the_head_it_just_prefilled():
     head = placement.head_blocks(PI)
     index.placed("a", head, 0.0, "s1")
     assert index.match("a", head) == len(head) and index.proven("a", head) == 0  # expected, not proven
-    expected = index.proven("a", head)
-    index.routed("a", head, 9000, 1.0, "s1")
-    index.correct("a", head, 0, expected)  # its first answer: nothing was cached before it
+    index.answered("a", head, 9000, 1.0, "s1", 0)  # its first answer: nothing was cached before it
     assert index.match("a", head) == index.proven("a", head) == len(head)
     # A second session's answer on the same replica shows the head cached: nothing changes.
-    expected = index.proven("a", head)
-    index.routed("a", head, 100, 2.0, "s2")
-    index.correct("a", head, len(head), expected)
+    index.answered("a", head, 100, 2.0, "s2", len(head))
     assert index.proven("a", head) == len(head)
     # A later answer that shows only 2 blocks of what was proven: the rest is forgotten.
-    expected = index.proven("a", head)
-    index.routed("a", head, 7000, 3.0, "s3")
-    index.correct("a", head, 2, expected)
+    index.answered("a", head, 7000, 3.0, "s3", 2)
     assert index.match("a", head) == index.proven("a", head) == 2
     assert placement.Index(index.gate, json.loads(json.dumps(index.record()))).record() == index.record()
 
