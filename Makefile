@@ -50,7 +50,7 @@ run: $(BIN)/.installed-run
 # end-to-end suite and the release checks on LITELLM_E2E (tools/run_suites.py).
 test: $(BIN)/.installed $(BIN)/.installed-agents $(VENV_E2E)/.installed
 	$(BIN)/python -m tools.run_suites "all=$(BIN)/python -m pytest -q" \
-		"e2e-$(LITELLM_E2E)=$(VENV_E2E)/bin/python -m pytest -q -p no:cacheprovider -m 'e2e or litellm'"
+		"e2e-$(LITELLM_E2E)=$(VENV_E2E)/bin/python -m pytest -q -p no:cacheprovider -m '(e2e or litellm) and not servers'"
 
 bench: $(BIN)/.installed $(BIN)/.installed-agents
 	$(BIN)/python -m bench.overhead

@@ -18,6 +18,23 @@ from litellm_prefix.context import Context, Target  # noqa: E402
 from litellm_prefix.settings import Settings  # noqa: E402
 
 
+# A test that starts real Redis servers (a standalone one, a cluster, a Sentinel set-up) is an
+# end-to-end test: `pytest -m "not e2e"` (the inner loop) leaves it out, `make test` runs it.
+# It is marked `servers` too: the store does not depend on LiteLLM's release, so the second
+# release's suite (`-m "(e2e or litellm) and not servers"`) leaves it out.
+SERVER_FIXTURES = frozenset({"redis_server", "cluster", "sentinel"})
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.get_closest_marker("e2e"):  # a proxy's test: on both releases, whatever it starts
+            continue
+        if item.get_closest_marker("servers") or SERVER_FIXTURES.intersection(item.fixturenames):
+            item.add_marker(pytest.mark.servers)
+            item.add_marker(pytest.mark.e2e)
+
+
 @pytest.fixture
 def settings_factory():
     def make(**kwargs) -> Settings:

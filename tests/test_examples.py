@@ -5,11 +5,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.e2e  # its own Python process: about 10 s, most of it importing LiteLLM
 def test_sdk_example_runs_and_shows_identical_heads():
     result = subprocess.run([sys.executable, "-m", "examples.sdk_example"], capture_output=True, text=True,
                             timeout=120, cwd=ROOT)

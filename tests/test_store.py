@@ -162,6 +162,7 @@ async def test_the_wire_client_keeps_every_answer_with_its_own_call(redis_server
     await wire.wire.close()
 
 
+@pytest.mark.servers
 async def test_the_wire_client_speaks_to_a_redis_with_a_password_and_a_database(tmp_path):
     from harness.procs import RedisServer
 
@@ -457,6 +458,7 @@ async def test_redis_answering_slowly_under_concurrency(redis_server, io):
     assert st.stats["store_fallbacks"] == fallbacks
 
 
+@pytest.mark.servers
 @both_clients
 async def test_redis_stopped_mid_run_and_restarted(tmp_path, caplog, io):
     from harness.procs import RedisServer
@@ -484,6 +486,7 @@ async def test_redis_stopped_mid_run_and_restarted(tmp_path, caplog, io):
         server.stop()
 
 
+@pytest.mark.servers
 async def test_a_redis_restarted_between_two_calls_costs_no_fallback(tmp_path):
     """Redis restarts between two requests, before the event loop has read the old connection's
     close: the next call is written on the dead connection, and goes again at once on a new one."""
