@@ -33,7 +33,10 @@ Policies, on the same trace:
 Two readings: **as deployed** (every router but the plugin sees the client's own bytes) and
 **placement only** (every policy on the stabilized requests). Reported per policy:
 re-processed (prefilled) tokens against the best policy, prefill time at a fixed prefill rate,
-requests per replica max/mean, the in-flight peak per replica max/mean, and moves per session.
+requests per replica max/mean, the in-flight peak per replica max/mean, and moves per session;
+and where the re-processed tokens come from (``split_prefill``): head prefills (a replica
+prefilling an agent kind's shared head, the first time or after eviction) and their tokens,
+and a session's own earlier context prefilled again (evicted, or moved); the rest is new.
 Target (8 replicas, 200 sessions): the plugin's re-processed tokens no more than the
 SGLang-style policy's, with requests per replica and the in-flight peak at max/mean <= 1.25.
 
@@ -211,6 +214,27 @@ class Session:
     def pieces(self, turn: int, stabilized: bool) -> list[tuple[int, int]]:
         """The request of turn ``turn`` as (piece id, tokens): the kind's head (with the client's
         volatile bytes unless stabilized), the session's project context, then the history."""
+        out = self.kind_head(turn, stabilized)
+        out.append((pid("project", self.sid), self.project_tokens))
+        for t in range(turn + 1):
+            out.append((pid("user", self.sid, t), self.turns[t].user_tokens))
+            if t < turn:
+                out.append((pid("answer", self.sid, t), self.turns[t].output_tokens))
+        return out
+
+    def shared_head(self, turn: int, stabilized: bool) -> int:
+        """Tokens of turn ``turn``'s request that any other session of the kind sends alike on the
+        same day: the kind's head up to the first per-session bytes (pi's counter)."""
+        twin = Session(-1 - self.sid, self.kind, self.arrive, self.project_tokens, self.turns, self.day_change_at)
+        n = 0
+        for mine, theirs in zip(self.kind_head(turn, stabilized), twin.kind_head(turn, stabilized)):
+            if mine != theirs:
+                break
+            n += mine[1]
+        return n
+
+    def kind_head(self, turn: int, stabilized: bool) -> list[tuple[int, int]]:
+        """The request's head: the kind's system text and tools, with the volatile bytes."""
         kind, k = self.kind, KINDS.index(self.kind)
         marks = []
         if kind.volatile_at >= 0:
@@ -224,11 +248,6 @@ class Session:
             out.append((pid("volatile", k, what, self.sid if what[0] == "count" else 0), 8))
             at = pos
         out.append((pid("head", k, at), kind.head_tokens - at))
-        out.append((pid("project", self.sid), self.project_tokens))
-        for t in range(turn + 1):
-            out.append((pid("user", self.sid, t), self.turns[t].user_tokens))
-            if t < turn:
-                out.append((pid("answer", self.sid, t), self.turns[t].output_tokens))
         return out
 
     def head_pieces(self, stabilized: bool) -> list[tuple[int, int]]:
@@ -413,11 +432,26 @@ POLICIES = (SimpleShuffle, LeastBusy, SessionAffinity, HashRing, SGLang, Plugin)
 # -- the run -------------------------------------------------------------------------------
 
 
+def split_prefill(tokens: int, cached: int, shared: int, before: int) -> tuple[int, int, int]:
+    """Where a request's prefilled tokens (``tokens`` - ``cached``) come from, as (head, context,
+    new). Head: the kind's shared head (its first ``shared`` tokens), counted when at least one
+    block of it was missing: this replica prefilled the kind's head (again). Context: the
+    session's own earlier request (``before`` tokens, its full blocks) prefilled again: evicted,
+    or the session moved. New: the rest, what no policy can save (the tokens the session never
+    sent before, and the partial last blocks no engine caches)."""
+    head = shared - cached if shared - cached >= BLOCK else 0
+    context = max(0, before // BLOCK * BLOCK - max(cached, shared))
+    return head, context, tokens - cached - head - context
+
+
 @dataclass
 class Outcome:
     name: str
     prefill_tokens: int = 0
     prompt_tokens: int = 0
+    head_prefills: int = 0  # requests that prefilled their kind's shared head on their replica
+    head_tokens: int = 0
+    context_tokens: int = 0
     requests: dict = field(default_factory=lambda: defaultdict(int))
     peak: dict = field(default_factory=lambda: defaultdict(int))
     moves: int = 0
@@ -427,6 +461,8 @@ class Outcome:
         peaks = [self.peak[r] for r in replicas]
         return {"policy": self.name, "reprocessed_tokens": self.prefill_tokens, "prompt_tokens": self.prompt_tokens,
                 "prefill_s": round(self.prefill_tokens / PREFILL_TOKENS_PER_S, 1),
+                "head_prefills": self.head_prefills, "head_reprocessed_tokens": self.head_tokens,
+                "context_reprocessed_tokens": self.context_tokens,
                 "requests_max_over_mean": round(max(reqs) / (sum(reqs) / len(reqs)), 3),
                 "inflight_peak_max_over_mean": round(max(peaks) / (sum(peaks) / len(peaks)), 3),
                 "moves_per_session": round(self.moves / sessions, 3),
@@ -454,6 +490,14 @@ def simulate(policy_cls, trace: list[Session], n_replicas: int, engine_tokens: i
     last_replica: dict[int, str] = {}
     offset: dict[int, float] = defaultdict(float)  # a session's delay (answers and the admission queue)
     keyed: dict[int, tuple[list, tuple]] = {}  # session -> (its last request's pieces, their extend_keys state)
+    sent: dict[int, int] = {}  # session -> its last request's tokens
+    shared: dict[tuple[int, bool], int] = {}  # (session, its date moved) -> Session.shared_head
+
+    def shared_head(s: Session, turn: int) -> int:
+        key = (s.sid, 0 <= s.day_change_at <= turn)
+        if key not in shared:
+            shared[key] = s.shared_head(turn, stable)
+        return shared[key]
 
     def keys_of(sid: int, pieces: list[tuple[int, int]]) -> list[int]:
         before, state = keyed.get(sid, ([], ([], 0, 0, [])))
@@ -477,6 +521,11 @@ def simulate(policy_cls, trace: list[Session], n_replicas: int, engine_tokens: i
         cached = engines[replica].run(keys, tokens)
         policy.answered(s, turn, replica, keys, cached, tokens)
         prefill = tokens - cached
+        head, context, _ = split_prefill(tokens, cached, shared_head(s, turn), sent.get(sid, 0))
+        sent[sid] = tokens
+        out.head_prefills += head > 0
+        out.head_tokens += head
+        out.context_tokens += context
         out.prefill_tokens += prefill
         out.prompt_tokens += tokens
         out.requests[replica] += 1
@@ -507,6 +556,7 @@ def simulate(policy_cls, trace: list[Session], n_replicas: int, engine_tokens: i
             else:
                 policy.ended(s)
                 keyed.pop(sid, None)
+                sent.pop(sid, None)
                 active -= 1
                 if waiting:
                     heapq.heappush(events, (now, order, "arrive", waiting.pop(0), 0))
@@ -550,11 +600,12 @@ def print_tables(result: dict) -> None:
     for name, rows in result["tables"].items():
         print(f"\n{name.replace('_', ' ')}")
         print(f"{'policy':<30}{'re-processed':>14}{'vs best':>9}{'prefill s':>11}{'req max/mean':>14}"
-              f"{'peak max/mean':>15}{'moves/sess':>12}")
+              f"{'peak max/mean':>15}{'moves/sess':>12}{'heads':>7}{'head k':>8}{'context k':>11}")
         for r in rows:
             print(f"{r['policy']:<30}{r['reprocessed_tokens']:>14,}{r['reprocessed_vs_best']:>9.3f}"
                   f"{r['prefill_s']:>11,.1f}{r['requests_max_over_mean']:>14.3f}"
-                  f"{r['inflight_peak_max_over_mean']:>15.3f}{r['moves_per_session']:>12.3f}")
+                  f"{r['inflight_peak_max_over_mean']:>15.3f}{r['moves_per_session']:>12.3f}{r['head_prefills']:>7}"
+                  f"{r['head_reprocessed_tokens'] / 1000:>8.1f}{r['context_reprocessed_tokens'] / 1000:>11.1f}")
         v = result["verdict"][name]
         print(f"plugin / sglang re-processed {v['plugin_vs_sglang_reprocessed']:.3f}, balance "
               f"{v['plugin_requests_max_over_mean']:.3f} / {v['plugin_inflight_peak_max_over_mean']:.3f}: "

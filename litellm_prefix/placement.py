@@ -68,6 +68,14 @@ class Gate:
     # 6 (without the gate: 3 of 6) for 0-0.2% more re-processed tokens; 1 does no better on the
     # peak and re-processes 1-2% more, 0 (least active only) 2-4% more.
     active_slack: float = 2.0  # active sessions above the least active replica's that still leave a replica eligible
+    # What the re-processing left over the SGLang-style router is (bench/fleet.py's split, seeds 1-3):
+    # head prefills only, 12-14 (kind, replica) pairs against its 8-12, and no context prefilled
+    # again. A gate loose enough to save them (absolute_slack 100, active_slack 3: 9-10 pairs,
+    # 0.998 / 1.0003 / 0.963 of its tokens) loses the balance (requests 1.30 on seed 1, peak
+    # 1.29 on seed 3); a head holder taken past the load gate when that does not raise the
+    # fleet's most active count: 1.004 / 1.004 / 0.971, and at 16 replicas idle sessions then
+    # move (`overloaded`): +1.3% tokens. Counting sessions idle up to 25 minutes as active
+    # spreads heads further: 14-17 pairs.
     idle_seconds: float = 300.0  # no request for this long: an idle boundary, where a move is cheap
     cache_tokens: int = 400_000  # what one replica's prefix cache holds, in tokens (LRU)
 

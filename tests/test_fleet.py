@@ -105,6 +105,25 @@ def test_a_run_is_deterministic_from_its_seed_and_stabilizing_never_costs_tokens
     assert a.moves == 0 and sum(a.requests.values()) == sum(len(s.turns) for s in trace)
 
 
+def test_prefilled_tokens_split_into_head_prefills_a_sessions_own_context_and_new_tokens(fleet):
+    # a 1,000-token request whose kind shares its first 500 (a partial block: 500 = 31 * 16 + 4)
+    assert fleet.split_prefill(1000, 0, 500, 0) == (500, 0, 500)  # first request on a cold replica
+    assert fleet.split_prefill(1000, 496, 500, 0) == (0, 0, 504)  # the head's partial block is no head prefill
+    assert fleet.split_prefill(1000, 800, 500, 810) == (0, 0, 200)  # 800 = the earlier request's full blocks
+    assert fleet.split_prefill(1000, 496, 500, 810) == (0, 300, 204)  # its own context gone: evicted or moved
+    assert fleet.split_prefill(1000, 0, 500, 810) == (500, 300, 200)  # all of it: a cold replica mid-session
+
+
+def test_one_replica_with_room_for_everything_prefills_each_kinds_head_once_and_no_context(fleet):
+    trace = fleet.make_trace(16, seed=2, horizon_s=300)
+    out = fleet.simulate(fleet.SessionAffinity, trace, 1, 10_000_000, 8, 2, stabilized=True)
+    kinds = {s.kind.name: s.shared_head(0, True) for s in trace}
+    assert out.head_prefills == len(kinds) and out.head_tokens == sum(kinds.values())
+    assert out.context_tokens == 0
+    tiny = fleet.simulate(fleet.SessionAffinity, trace, 1, 20_000, 8, 2, stabilized=True)  # evicts
+    assert tiny.head_prefills > len(kinds) and tiny.context_tokens > 0
+
+
 # -- llama.cpp's slots (bench/fleet_real.py's model) ------------------------------------------
 
 
