@@ -1,0 +1,35 @@
+"""bench/proxy_memory.py reads a proxy's resident set as the sum over its process group (LiteLLM
+may run workers as children): a child that allocates shows in its group's figure, and in no
+other group's."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from bench.proxy_memory import bodies, group_rss_kib
+
+HOLD = "import sys; block = bytearray(64 << 20); block[::4096] = b'x' * len(block[::4096]); print('ready', flush=True); sys.stdin.read()"
+
+
+def test_the_resident_set_of_a_process_group_counts_its_processes_and_no_others():
+    ours = group_rss_kib(os.getpgrp())
+    child = subprocess.Popen([sys.executable, "-c", HOLD], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             start_new_session=True)
+    try:
+        assert child.stdout.readline().strip() == b"ready"
+        held = group_rss_kib(child.pid)  # its own session and group: pgid == pid
+        assert held >= 64 * 1024  # the 64 MiB it touched, and its interpreter
+        assert group_rss_kib(os.getpgrp()) < ours + 32 * 1024  # another group: not counted in ours
+    finally:
+        child.stdin.close()
+        child.wait(timeout=10)
+    assert group_rss_kib(child.pid) == 0  # gone
+
+
+def test_each_session_sends_its_own_request_with_one_shared_head():
+    sent = bodies("idle", 3, 2000)
+    assert [session for session, _ in sent] == ["idle-0", "idle-1", "idle-2"]
+    assert len({body for _, body in sent}) == 3
+    heads = {body.split(b'"task ')[0] for _, body in sent}
+    assert len(heads) == 1 and b"metadata" not in next(iter(heads))
