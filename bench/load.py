@@ -69,6 +69,9 @@ upstream head was byte-identical on every turn and identical to the single-proxy
 about 14 minutes): each CPU ratio is printed with two standard errors of its turn-by-turn
 difference, about ±15% after one round and ±6-8% after four.
 
+``--log``: every proxy with the plugin also writes the JSONL log (``LITELLM_PREFIX_LOG``), as an
+operator who reads ``litellm-prefix report`` runs it; the records each wrote are counted.
+
 ``--pool RESULT...`` runs nothing: it reads the result files of several runs of the same code
 as one (every comparison's waves paired within their run, the CPU ratio with two standard
 errors over all of them, the runs' p50 ratios and their mean).
@@ -125,6 +128,14 @@ def proxy_environment(environ: Mapping[str, str]) -> dict[str, str]:
     env["LITELLM_PREFIX_CONFIG"] = str(ROOT / "bench" / "no-such-global-settings.json")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), str(ROOT / "bench"), environ.get("PYTHONPATH")) if p)
     return env
+
+
+def _lines(path: Path) -> int:
+    try:
+        with path.open("rb") as fh:
+            return sum(1 for _ in fh)
+    except OSError:
+        return 0
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -309,7 +320,9 @@ async def run(args) -> dict:
         # Every configuration but memory-off has proxies of its own (see the module's docstring).
         proxies["baseline-b"] = Proxy(work, plain, env, name="baseline-b", base=base)
         proxies["baseline-c"] = Proxy(work, plain, env, name="baseline-c", base=base)
-        timed = {name: {"BENCH_PLUGIN_CPU_FILE": str(work / f"{name}.plugin-cpu")}
+        timed = {name: {"BENCH_PLUGIN_CPU_FILE": str(work / f"{name}.plugin-cpu"),
+                        # ``--log``: the JSONL log ``litellm-prefix report`` reads, one file per proxy.
+                        **({"LITELLM_PREFIX_LOG": str(work / f"{name}.jsonl")} if args.log else {})}
                  for name in ("memory", *REDIS_PROXIES)}
         proxies["memory"] = Proxy(work, base_config, {**env, **timed["memory"]}, name="memory", base=base)
         for name in REDIS_PROXIES:
@@ -397,7 +410,8 @@ async def run(args) -> dict:
         overflows_after = listen_overflows()
         requests = args.sessions * args.turns * args.rounds
         reference = upstream_bodies["memory"]
-        report: dict = {"sessions": args.sessions, "turns": args.turns, "rounds": args.rounds, "store": args.store, "configs": {}}
+        report: dict = {"sessions": args.sessions, "turns": args.turns, "rounds": args.rounds, "store": args.store,
+                        "log": args.log, "configs": {}}
         for config in CONFIGS:
             stable, lost, monotone, most_heads = True, False, True, 0
             for i, bodies in upstream_bodies[config].items():
@@ -437,6 +451,8 @@ async def run(args) -> dict:
             if config in REDIS_CONFIGS:
                 entry["redis_calls_per_request"] = evalsha[config] / requests
             report["configs"][config] = entry
+        if args.log:  # the log was on and written: its records, per proxy (each request's call record at least)
+            report["log_records"] = {name: _lines(work / f"{name}.jsonl") for name in ("memory", *REDIS_PROXIES)}
         report["gc"] = {"frozen_at_start": not args.no_freeze,
                         **{name: gc_stats(proxy) for name, proxy in proxies.items()}}
         report["tcp_listen_overflows"] = (overflows_after - overflows_before
@@ -572,6 +588,8 @@ def main() -> None:
     parser.add_argument("--store", choices=("redis", "cluster"), default="redis",
                         help="the shared store of the redis and replicas configurations: one redis-server, or a "
                              "3-node Redis Cluster (redis+cluster://, valkey-glide)")
+    parser.add_argument("--log", action="store_true",
+                        help="every proxy with the plugin writes the JSONL log (LITELLM_PREFIX_LOG), as an operator who reads `report` runs it")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "load.json"))
     parser.add_argument("--pool", nargs="+", metavar="RESULT",
                         help="run nothing: read these result files (of runs of the same code) as one")
