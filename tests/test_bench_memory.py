@@ -1,30 +1,36 @@
 """bench/proxy_memory.py reads a proxy's resident set as the sum over its process group (LiteLLM
-may run workers as children): a child that allocates shows in its group's figure, and in no
+may run workers as children): a process that allocates shows in its group's figure, and in no
 other group's."""
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
 from bench.proxy_memory import bodies, group_rss_kib
 
-HOLD = "import sys; block = bytearray(64 << 20); block[::4096] = b'x' * len(block[::4096]); print('ready', flush=True); sys.stdin.read()"
+HOLD = ("import sys; block = bytearray({mib} << 20); block[::4096] = b'x' * len(block[::4096]); "
+        "print('ready', flush=True); sys.stdin.read()")
+
+
+def _holding(mib: int) -> subprocess.Popen:
+    """A Python process in a session (and process group) of its own, holding ``mib`` MiB it touched."""
+    child = subprocess.Popen([sys.executable, "-c", HOLD.format(mib=mib)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, start_new_session=True)
+    assert child.stdout.readline().strip() == b"ready"
+    return child
 
 
 def test_the_resident_set_of_a_process_group_counts_its_processes_and_no_others():
-    ours = group_rss_kib(os.getpgrp())
-    child = subprocess.Popen([sys.executable, "-c", HOLD], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             start_new_session=True)
+    big, small = _holding(64), _holding(0)
     try:
-        assert child.stdout.readline().strip() == b"ready"
-        held = group_rss_kib(child.pid)  # its own session and group: pgid == pid
+        held, other = group_rss_kib(big.pid), group_rss_kib(small.pid)  # pgid == pid: each leads its own
         assert held >= 64 * 1024  # the 64 MiB it touched, and its interpreter
-        assert group_rss_kib(os.getpgrp()) < ours + 32 * 1024  # another group: not counted in ours
+        assert 0 < other < 32 * 1024  # an interpreter alone: the other group's 64 MiB is not counted
     finally:
-        child.stdin.close()
-        child.wait(timeout=10)
-    assert group_rss_kib(child.pid) == 0  # gone
+        for child in (big, small):
+            child.stdin.close()
+            child.wait(timeout=10)
+    assert group_rss_kib(big.pid) == 0  # gone
 
 
 def test_each_session_sends_its_own_request_with_one_shared_head():
