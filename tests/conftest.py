@@ -18,10 +18,11 @@ from litellm_prefix.context import Context, Target  # noqa: E402
 from litellm_prefix.settings import Settings  # noqa: E402
 
 
-# A test that starts real Redis servers (a standalone one, a cluster, a Sentinel set-up) is an
-# end-to-end test: `pytest -m "not e2e"` (the inner loop) leaves it out, `make test` runs it.
-# It is marked `servers` too: the store does not depend on LiteLLM's release, so the second
-# release's suite (`-m "(e2e or litellm) and not servers"`) leaves it out.
+# A test that starts real Redis servers (a standalone one, a cluster, a Sentinel set-up) or
+# child processes, or builds the llama.cpp model, is an end-to-end test: `pytest -m "not e2e"`
+# (the inner loop) leaves it out, `make test` runs it. Marked `servers` (by hand, or here for
+# the Redis fixtures): it does not depend on LiteLLM's release, so the second release's suite
+# (`-m "(e2e or litellm) and not servers"`) leaves it out.
 SERVER_FIXTURES = frozenset({"redis_server", "cluster", "sentinel"})
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from bench.proxy_memory import bodies, group_rss_kib
 
 HOLD = ("import sys; block = bytearray({mib} << 20); block[::4096] = b'x' * len(block[::4096]); "
@@ -20,6 +22,7 @@ def _holding(mib: int) -> subprocess.Popen:
     return child
 
 
+@pytest.mark.servers  # two Python processes of their own: end-to-end (tests/conftest.py)
 def test_the_resident_set_of_a_process_group_counts_its_processes_and_no_others():
     big, small = _holding(64), _holding(0)
     try:

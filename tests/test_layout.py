@@ -5,6 +5,8 @@ they read; no module imports from a layer above its own.
 """
 from __future__ import annotations
 
+import pytest
+
 import ast
 import json
 import os
@@ -135,6 +137,7 @@ def test_tests_and_benchmarks_find_each_other_without_path_edits():
     assert edits == []
 
 
+@pytest.mark.servers  # a child process: end-to-end (tests/conftest.py)
 def test_importing_the_load_benchmark_leaves_the_environment_as_it_was():
     """Tests import benchmarks (``harness.procs.load_bench``): bench/load.py hands its proxies an
     environment of their own (``proxy_environment``) instead of editing this process's."""

@@ -1,6 +1,8 @@
 """The behaviour contract (DESIGN.md section 2) as properties over generated conversations."""
 from __future__ import annotations
 
+import pytest
+
 import copy
 import json
 import os
@@ -259,6 +261,7 @@ def test_off_means_off(case):
     assert out is data and json.dumps(out, sort_keys=True) == json.dumps(snapshot, sort_keys=True)
 
 
+@pytest.mark.servers  # child processes, one per hash seed: end-to-end (tests/conftest.py)
 def test_deterministic_across_processes_and_hash_seeds():
     script = (
         "import json,sys;"

@@ -5,10 +5,13 @@ import hashlib
 import sys
 from pathlib import Path
 
+import pytest
+
 
 import gguf  # noqa: E402  (installed by make: pyproject extra `servers`)
 
 
+@pytest.mark.servers  # writes llama.cpp's model twice: the llama.cpp end-to-end harness (tests/conftest.py)
 def test_model_is_deterministic_with_a_byte_level_vocabulary_and_chatml(tmp_path):
     from harness.make_tiny_model import CHATML, N_VOCAB, write
 
