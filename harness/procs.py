@@ -43,6 +43,23 @@ def free_cluster_port() -> int:
     raise RuntimeError("no free port pair for a cluster node")
 
 
+def log_records(path: Path, quiet: float = 0.4, timeout: float = 15.0) -> list[dict]:
+    """The records of a plugin's JSONL log once its writer has caught up: read when the file has
+    not changed for ``quiet`` seconds (the writer appends a batch within a quarter of a second of
+    its first record, ``sinks.LogWriter.WAIT``), or after ``timeout``."""
+    started = since = time.monotonic()
+    last = -1
+    while True:
+        size = path.stat().st_size if path.exists() else 0
+        now = time.monotonic()
+        if size != last:
+            last, since = size, now
+        elif now - since >= quiet or now - started >= timeout:
+            break
+        time.sleep(0.05)
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
 def wait_http(url: str, proc: subprocess.Popen, timeout: float, log: Path | None = None) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -15,7 +15,7 @@ import json
 from collections import Counter, defaultdict
 
 import pytest
-from harness.procs import Proxy, Upstream
+from harness.procs import Proxy, Upstream, log_records
 
 from litellm_prefix.rules.hints import count_marks
 
@@ -223,8 +223,7 @@ def test_a_stopped_upstream_moves_its_sessions_once_and_no_call_fails(stack):
             proxy.post("/v1/chat/completions", {"model": "spare-pool", "messages": _session(i, turn)})
     after = _where(survivor)
     assert len(after) == 6 and all(len(turns) == 3 for turns in after.values())
-    events = [json.loads(line) for px in stack["proxies"] if (px.log.parent / "prefix.jsonl").exists()
-              for line in (px.log.parent / "prefix.jsonl").read_text().splitlines()]
+    events = [record for px in stack["proxies"] for record in log_records(px.log.parent / "prefix.jsonl")]
     moves = [e for e in events if e["event"] == "affinity_move" and e["from"].startswith("spare-")]
     moved = [first for first, name in home.items() if name == stopped]
     assert moved and len(moves) == len(moved), (moves, moved)  # each moved once, then stayed

@@ -6,6 +6,7 @@ import json
 import random
 
 import pytest
+from harness.procs import log_records
 from harness.agent_requests import (
     claude_code_body,
     claude_code_env,
@@ -22,9 +23,7 @@ pytestmark = pytest.mark.e2e
 
 
 def _log(proxy) -> list[dict]:
-    if not proxy.prefix_log.exists():
-        return []
-    return [json.loads(line) for line in proxy.prefix_log.read_text().splitlines()]
+    return log_records(proxy.prefix_log)  # once the proxy's log writer has caught up
 
 
 def _claude_code_turns(first_user: str, n: int, seed: int = 3) -> list[dict]:

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from harness.procs import sdk_callbacks
+from harness.procs import log_records, sdk_callbacks
 from harness.realistic import pi_sections, render_pi, sentence
 
 from litellm_prefix.offline.cli import main as cli_main
@@ -98,10 +98,7 @@ def run_session(stack, session: str, heads: list[str], seed: int, stream_last: b
 
 
 def calls_logged(stack) -> list[dict]:
-    log = stack["log"]
-    if not log.exists():
-        return []
-    return [r for r in map(json.loads, log.read_text().splitlines()) if r.get("event") == "call"]
+    return [r for r in log_records(stack["log"]) if r.get("event") == "call"]  # once the writer caught up
 
 
 def wait_for_calls(stack, n: int, session_marker: str) -> list[dict]:

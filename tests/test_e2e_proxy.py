@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from litellm_prefix.offline.replay import common_prefix
+from harness.procs import log_records
 from harness.realistic import (
     TOOL_NAMES,
     anthropic_tools,
@@ -26,9 +27,7 @@ pytestmark = pytest.mark.e2e
 
 
 def _drift_events(proxy, session_marker: str | None = None) -> list[dict]:
-    if not proxy.prefix_log.exists():
-        return []
-    return [json.loads(line) for line in proxy.prefix_log.read_text().splitlines() if '"event": "drift"' in line]
+    return [r for r in log_records(proxy.prefix_log) if r.get("event") == "drift"]  # once the writer caught up
 
 
 def _chat_turn(root: str, order_seed: int, turns: int, system_sections=None, **extra) -> dict:

@@ -446,14 +446,12 @@ def attribute(records: list[dict], runs: list[Run]) -> dict[int, Run]:
 
 def plugin_calls(log: Path | None) -> dict[int, dict]:
     """seq -> the plugin's ``call`` record for that upstream request (scripted groups only)."""
+    from harness.procs import log_records
+
     out: dict[int, dict] = {}
-    if log is None or not log.exists():
+    if log is None:
         return out
-    for line in log.read_text(encoding="utf-8").splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
+    for record in log_records(log):  # once the proxy's log writer has caught up
         if record.get("event") == "call" and record.get("model") in MODES.values():
             out[int(record.get("cached_tokens") or 0)] = record
     return out
