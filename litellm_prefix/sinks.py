@@ -102,6 +102,7 @@ class LogWriter:
     def flush(self, timeout: float = 10.0) -> None:
         """Wait until every record queued so far is written (or ``timeout`` passes)."""
         done = threading.Event()
+        self._hurry.set()  # first: a full queue makes room only once the writer stops waiting
         try:
             self._queue.put(done, timeout=timeout)
         except queue.Full:
