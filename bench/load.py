@@ -92,7 +92,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import httpx
@@ -175,10 +175,9 @@ def group_cpu_seconds(pgid: int) -> float:
     return group_counters(pgid)[0]
 
 
-def group_counters(pgid: int) -> tuple[float, float, float, int]:
-    """(user + system CPU s, user CPU s, system CPU s, minor page faults) of every process in a
-    process group (the proxy and any children)."""
-    user = system = faults = 0
+def group_stats(pgid: int):
+    """(pid, the fields of ``/proc/<pid>/stat`` after the command) of every process in a process
+    group (the proxy and any children): state ppid pgrp ... minflt(7) utime(11) stime(12)."""
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -187,8 +186,16 @@ def group_counters(pgid: int) -> tuple[float, float, float, int]:
                 fields = fh.read().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if int(fields[2]) == pgid:  # fields after the command: state ppid pgrp ... minflt(7) utime(11) stime(12)
-            user, system, faults = user + int(fields[11]), system + int(fields[12]), faults + int(fields[7])
+        if int(fields[2]) == pgid:
+            yield entry, fields
+
+
+def group_counters(pgid: int) -> tuple[float, float, float, int]:
+    """(user + system CPU s, user CPU s, system CPU s, minor page faults) of every process in a
+    process group (the proxy and any children)."""
+    user = system = faults = 0
+    for _, fields in group_stats(pgid):
+        user, system, faults = user + int(fields[11]), system + int(fields[12]), faults + int(fields[7])
     return (user + system) / CLOCK_TICKS, user / CLOCK_TICKS, system / CLOCK_TICKS, faults
 
 
@@ -239,6 +246,15 @@ def _noted(got: dict, want: dict) -> bool:
     return (got["role"] == want["role"] == "user" and isinstance(text, str) and isinstance(was, str)
             and text.startswith(f"{was}\n\n{SYSTEM_UPDATE_NOTE}")
             and {k: v for k, v in got.items() if k != "content"} == {k: v for k, v in want.items() if k != "content"})
+
+
+async def warm_up(client: httpx.AsyncClient, proxies: Iterable[Proxy]) -> None:
+    """Four sessions' first turn through each proxy: LiteLLM's first requests pay for lazy imports
+    and connection set-up, which belong to no configuration's waves."""
+    warm = [Session(i, 4, "warm") for i in range(4)]
+    bodies = [s.advance(0) for s in warm]
+    for proxy in proxies:
+        await wave(client, [proxy], bodies, warm, 0)
 
 
 async def wave(client: httpx.AsyncClient, targets: list[Proxy], bodies: list[bytes], sessions: list[Session],
@@ -356,11 +372,7 @@ async def run(args) -> dict:
         # and a request sent on one just as it closes fails in the client, not the proxy.
         limits = httpx.Limits(max_connections=4 * args.sessions, max_keepalive_connections=0)
         async with httpx.AsyncClient(timeout=300, limits=limits) as client:
-            # Warm-up: LiteLLM's first requests pay for lazy imports and connection set-up.
-            warm = [Session(i, 4, "warm") for i in range(4)]
-            warm_bodies = [s.advance(0) for s in warm]
-            for proxy in proxies.values():
-                await wave(client, [proxy], warm_bodies, warm, 0)
+            await warm_up(client, proxies.values())
             upstream.take()
             # A fresh proxy's first calls to Redis open the connection and load the scripts: a slow
             # answer there is part of the warm-up, not of the run (counted apart).

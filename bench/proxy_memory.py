@@ -31,7 +31,7 @@ import httpx
 from harness.procs import Proxy, Upstream, proxy_config
 from harness.sessions import PiClient
 
-from bench.load import proxy_environment
+from bench.load import group_stats, proxy_environment
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMES = ("plain", "plugin")
@@ -40,16 +40,11 @@ NAMES = ("plain", "plugin")
 def group_rss_kib(pgid: int) -> int:
     """Resident set of every process in a process group (the proxy and any children), in KiB."""
     total = 0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+    for pid, _ in group_stats(pgid):
         try:
-            with open(f"/proc/{entry}/stat") as fh:
-                if int(fh.read().rsplit(")", 1)[1].split()[2]) != pgid:
-                    continue
-            with open(f"/proc/{entry}/status") as fh:
+            with open(f"/proc/{pid}/status") as fh:
                 total += next(int(line.split()[1]) for line in fh if line.startswith("VmRSS:"))
-        except (OSError, StopIteration, ValueError, IndexError):
+        except (OSError, StopIteration, ValueError, IndexError):  # gone meanwhile, or a zombie
             continue
     return total
 

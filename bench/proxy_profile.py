@@ -43,7 +43,7 @@ from pathlib import Path
 import httpx
 from harness.procs import Proxy, Upstream, proxy_config
 
-from bench.load import Session, group_counters, proxy_environment, wave
+from bench.load import Session, group_counters, proxy_environment, warm_up, wave
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMES = ("plain", "plugin")
@@ -144,10 +144,7 @@ async def run(args) -> dict:
         errors = {n: 0 for n in NAMES}
         limits = httpx.Limits(max_connections=4 * args.sessions, max_keepalive_connections=0)
         async with httpx.AsyncClient(timeout=300, limits=limits) as client:
-            warm = [Session(i, 4, "warm") for i in range(4)]
-            warm_bodies = [s.advance(0) for s in warm]
-            for proxy in proxies.values():
-                await wave(client, [proxy], warm_bodies, warm, 0)
+            await warm_up(client, proxies.values())
             upstream.take()
             for name, proxy in proxies.items():
                 spies.append(subprocess.Popen(

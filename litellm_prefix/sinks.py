@@ -107,7 +107,7 @@ class LogWriter:
             self._queue.put(done, timeout=timeout)
         except queue.Full:
             return
-        self._hurry.set()
+        self._hurry.set()  # and again: the writer may have taken a record and begun a wait since
         done.wait(timeout)
 
     def _drain(self) -> None:

@@ -63,6 +63,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from harness.procs import log_records
 from harness.real_agents import install
 from harness.real_agents.model import text_of
 from harness.real_agents.spec import AgentSpec, RunContext
@@ -446,8 +447,6 @@ def attribute(records: list[dict], runs: list[Run]) -> dict[int, Run]:
 
 def plugin_calls(log: Path | None) -> dict[int, dict]:
     """seq -> the plugin's ``call`` record for that upstream request (scripted groups only)."""
-    from harness.procs import log_records
-
     out: dict[int, dict] = {}
     if log is None:
         return out
