@@ -8,9 +8,9 @@ request is a ``Shape``, never the text: its length and, per part (``system``, ``
 piece. A long part (the head, a long tool result) is hashed once per distinct text and
 remembered with it (``sections.memo``: a repeat costs one comparison), short parts are hashed
 on every request; piece digests are memoised by the part's digest, so a head that repeats
-request after request is cut into pieces once. (SHA-1,
-truncated: change detection, not security; it is the fastest hashlib digest on CPUs
-with SHA extensions.)
+request after request is cut into pieces once. (Parts: SHA-1, truncated: change detection,
+not security; it is the fastest hashlib digest on CPUs with SHA extensions. Pieces: Python's
+own ``hash`` of the bytes, in one C loop: a Shape lives in this process only.)
 
 Comparing the next request with a shape gives the shared prefix in bytes: exact when the
 previous request is a whole prefix of the new one (every part but the last equal, and
@@ -90,8 +90,13 @@ def _pieces(digest: bytes, data: bytes) -> bytes:
     with _PIECES_LOCK:
         found = _PIECES.get(digest)
     if found is None:
+        # Python's own hash of each piece (SipHash, 8 bytes): one C loop over the pieces, no
+        # frame or hash object per piece (2.3x faster than SHA-1 piece by piece, which cost
+        # ~0.4 ms for an 80 KB head). Piece digests are compared within this process only
+        # (a Shape is never written out), where ``hash`` is stable.
         full = len(data) - len(data) % PIECE
-        found = b"".join(_digest(data[i : i + PIECE]) for i in range(0, full, PIECE))
+        found = array("q", map(hash, map(data.__getitem__, map(slice, range(0, full, PIECE),
+                                                                range(PIECE, full + 1, PIECE))))).tobytes()
         with _PIECES_LOCK:
             _PIECES[digest] = found
     return found
