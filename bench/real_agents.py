@@ -96,7 +96,10 @@ def main(argv: list[str]) -> int:
         model.stop()
     lines = table(rows)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps({"table": lines, "rows": rows}, indent=1) + "\n")
+    # Where heads changed, by place only: the text either side of a change stays out of the results file.
+    kept = [{**r, "head_changes": [{k: c[k] for k in ("request", "lengths", "offset")} for c in r["head_changes"]]}
+            for r in rows]
+    Path(args.out).write_text(json.dumps({"table": lines, "rows": kept}, indent=1) + "\n")
     show(lines)
     print(f"{len(specs)} agents in {seconds:.0f} s; work directory {work}; written to {args.out}")
     return 0

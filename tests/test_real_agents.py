@@ -273,6 +273,24 @@ def test_real_agents_through_the_proxy(proxy, scripted_model, e2e_dir):
                 problems.append(f"{where}: re-processed {row['ratio']}x the append-only bound "
                                 f"({row['reprocessed']} of {row['tokens']} tokens, bound {row['bound']})")
             if scenario in ("a", "e") and row["heads"] > 1:  # e: session a's heads and those after its compaction
-                problems.append(f"{where}: {row['heads']} different heads reached the model over one session")
+                problems.append(f"{where}: {row['heads']} different heads reached the model over one session; "
+                                f"where they changed: {row['head_changes']}")
     assert rows and rows[0]["unattributed"] == 0, "requests the harness could not attribute to a run"
     assert not problems, "\n".join(problems)
+
+
+def test_head_changes_say_where_a_sessions_heads_differ():
+    head = "You are an agent.\nToday is day 1 of the project.\nTools follow."
+
+    def body(system, role="system"):
+        return {"messages": [{"role": role, "content": system}, {"role": "user", "content": "hi"}]}
+
+    bodies = [body(head), body(head), {"messages": [{"role": "user", "content": "no head"}]},
+              body(head.replace("day 1", "day 2")), body(head.replace("day 1", "day 2"), role="developer")]
+    changes = harness.head_changes(bodies, window=8)
+    assert [c["request"] for c in changes] == [3, 4]  # a request without a head changes nothing
+    first = changes[0]
+    at = json.dumps(bodies[0]["messages"][0]).index("day 1") + 4
+    assert first["offset"] == at and first["lengths"] == [len(json.dumps(bodies[0]["messages"][0]))] * 2
+    assert (first["before"], first["after"]) == (" is day 1 of the", " is day 2 of the")  # 8 either side
+    assert harness.head_changes(bodies[:2]) == []

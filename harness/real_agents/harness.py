@@ -68,6 +68,8 @@ from harness.real_agents import install
 from harness.real_agents.model import text_of
 from harness.real_agents.spec import AgentSpec, RunContext
 
+from litellm_prefix.drift import first_difference
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 GROUP_ON = "scripted-agents"
@@ -402,6 +404,28 @@ def reprocessed(records: list[dict], sessions: list[Any]) -> list[tuple[int, int
     return out
 
 
+def head_changes(bodies: list[dict], window: int = 60) -> list[dict]:
+    """Where each new head (``messages[0]``, system or developer) of a session differs from the
+    one before it, in the order they reached the model: the request's place, the JSON lengths,
+    the first differing character and ``window`` characters either side of it in both. A
+    diagnostic for a test failure that names more than one head (the run's files do not outlive
+    CI): the agents' own prompts and the harness's workspace paths, no user's text."""
+    out: list[dict] = []
+    last: str | None = None
+    for index, body in enumerate(bodies):
+        head = (body.get("messages") or [{}])[0]
+        if head.get("role") not in ("system", "developer"):
+            continue
+        text = json.dumps(head)
+        if last is not None and text != last:
+            at = first_difference(last, text)
+            out.append({"request": index, "lengths": [len(last), len(text)], "offset": at,
+                        "before": last[max(0, at - window):at + window],
+                        "after": text[max(0, at - window):at + window]})
+        last = text
+    return out
+
+
 def _tool_calls(body: dict) -> list[str]:
     return [c.get("id") for m in body.get("messages") or [] if m.get("role") == "assistant"
             for c in m.get("tool_calls") or []]
@@ -523,6 +547,7 @@ def measure(spec: AgentSpec, mode: str, runs: list[Run], records: list[dict], ow
             "tool_errors": errors, "lost": lost, "session_keys": sorted(session_keys),
             "main_keys": sorted(main_keys), "detected": dict(detected), "inherited_note": inherited,
             "heads": len(heads), "merged": [],
+            "head_changes": head_changes([r["body"] for r in over]) if len(heads) > 1 else [],
         })
     return rows
 
