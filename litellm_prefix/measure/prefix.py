@@ -36,6 +36,7 @@ from .render import Turn, chat_pair, end_part, hoists, later_part, render_parts
 PIECE = 256
 PIECES_FROM = 2048  # shorter parts are compared whole (a difference inside one costs at most ~500 tokens)
 DIGEST = 8
+PIECE_DIGEST = array("q").itemsize  # bytes per piece digest: Python's hash, a C long long (``_pieces``)
 _KIND = {"system": "s", "tools": "t", "end": "e"}
 ROUTE_OF_WIRE = {"chat": "chat", "anthropic": "messages", "responses": "responses"}
 
@@ -62,7 +63,7 @@ class Shape:
     kinds: str  # one letter per part: s(ystem), t(ools), m(essage), e(nd: the generation prompt)
     lengths: array  # bytes per part
     digests: bytes  # DIGEST bytes per part
-    pieces: dict  # part index -> DIGEST bytes per full PIECE-byte piece (parts of at least PIECES_FROM bytes)
+    pieces: dict  # part index -> PIECE_DIGEST bytes per full PIECE-byte piece (parts of at least PIECES_FROM bytes)
 
     def label(self, index: int) -> str:
         kind = self.kinds[index] if index < len(self.kinds) else "e"
@@ -234,6 +235,6 @@ def compare(previous: Shape, current: Shape, texts: list[str | bytes | None]) ->
         if i == old_parts - 1 and new_length >= old_length and texts[i] is not None \
                 and _digest(_encoded(texts[i])[:old_length]) == old_digest:
             return Shared(previous.length, True, "")  # e.g. the generation prompt, now the assistant's turn
-        equal = first_difference(previous.pieces.get(i, b""), current.pieces.get(i, b"")) // DIGEST
+        equal = first_difference(previous.pieces.get(i, b""), current.pieces.get(i, b"")) // PIECE_DIGEST
         return Shared(offset + min(equal * PIECE, old_length, new_length), False, current.label(i))
     return Shared(offset, False, "end")
