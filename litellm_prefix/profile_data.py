@@ -10,6 +10,7 @@ the bottom of the layering, so the settings can read it.
 from __future__ import annotations
 
 import re
+from typing import Any
 from dataclasses import dataclass
 
 BILLING_PREFIX = "x-anthropic-billing-header:"
@@ -55,8 +56,9 @@ class Profile:
     # root it prints into its prompt ends in one of these (rules/paths.py).
     install_suffixes: tuple[str, ...] = ()
     # Blocks the agent writes at the start of its first user message (``firstUserContext``, never
-    # the user's typed text): (start regex, end regex or "" for the part's end, presets pinned inside).
-    first_user_context: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
+    # the user's typed text): (start regex, end regex or "" for the part's end, presets pinned inside
+    # [, True: ``restore``, a part the agent leaves out when it replays the conversation]).
+    first_user_context: tuple[tuple[Any, ...], ...] = ()
     # The agent's fixed reply to a first user message that is all context (regexes, whole text): it
     # and that message are no part of the session's identity (session.first_typed).
     context_ack: tuple[str, ...] = ()
@@ -187,6 +189,10 @@ PI = Profile(
 # Qwen Code: no session id to an OpenAI-compatible base URL (``metadata.sessionId`` goes only to
 # DashScope). Its context (date, OS, cwd, folder tree) is the first user message, answered by a fixed
 # "Got it. Thanks for the context!"; main agent and subagents both start with it, then the task.
+# 0.24 sends that context as a <system-reminder> text part of the first user message, after a skills
+# reminder and before a "The current date is: ..." reminder and the prompt; a continued or resumed
+# session replays that message as first sent (the date moves in a later reminder of its own), but
+# its system prompt's git snapshot is taken again (``git-snapshot``).
 QWEN_CODE_CONTEXT = r"This is the Qwen Code\. We are setting up the context for our chat\."
 QWEN_CODE = Profile(
     name="qwen-code",
@@ -199,7 +205,17 @@ QWEN_CODE = Profile(
     ),
     stream_by_first_prompt=(QWEN_CODE_CONTEXT,),
     # The whole first user message is its context; "Today's date is <toLocaleDateString> (formatted ...)."
-    first_user_context=((QWEN_CODE_CONTEXT + r"\n", "", ("context-date",)),),
+    first_user_context=(
+        (QWEN_CODE_CONTEXT + r"\n", "", ("context-date",)),  # 0.15: the whole first user message
+        # 0.24 (chunks/: getInitialChatHistory's reminders, each a part "<system-reminder>\n...\n</system-reminder>",
+        # their bodies' own tags escaped; then the first query's "The current date is" reminder,
+        # which the session file does not keep: a continued session sends the message without it).
+        (r"<system-reminder>\nThe text below was supplied by the MCP server\.", r"\n</system-reminder>", ()),
+        (r"<system-reminder>\nThe following skills are available for use with the Skill tool\.", r"\n</system-reminder>", ()),
+        (r"<system-reminder>\n" + QWEN_CODE_CONTEXT + r"\n", r"\n</system-reminder>", ("context-date",)),
+        (r"<system-reminder>\nThe following tools are reachable through `", r"\n</system-reminder>", ()),
+        (r"<system-reminder>\nThe current date is: [^\n]*\n</system-reminder>\Z", "", (), True),
+    ),
     context_ack=(r"Got it\. Thanks for the context!",),  # STARTUP_CONTEXT_MODEL_ACK
     aux_streams=(("title", r"head:Generate a concise, sentence-case title"),
                  ("compaction", r"head:\s*You are the component that summarizes internal chat history"),
@@ -207,9 +223,11 @@ QWEN_CODE = Profile(
     main_has_tools=True,
     workspace=(r"(?m)^I'm currently working in the directory: (\S[^\n]*?)[ \t]*$",
                r"(?m)^I'm currently working in the following directories:\n  - (\S[^\n]*?)[ \t]*$"),
+    volatile_presets=("git-snapshot",),
     source="@qwen-code/qwen-code 0.15.10 cli.js (DefaultOpenAICompatibleProvider.buildHeaders: User-Agent "
     "QwenCode/<version> (<platform>; <arch>); DashScope provider X-DashScope-UserAgent, buildMetadata; "
-    "utils/environmentContext.ts; services/sessionTitle.ts; getCompressionPrompt)",
+    "utils/environmentContext.ts; services/sessionTitle.ts; getCompressionPrompt); 0.24.4 chunks/ "
+    "(getRecentGitStatus, getEnvironmentContext, the current-date reminder)",
 )
 
 # Gemini CLI: Google-native routes; no session id. Its <session_context> block (date, OS, temp dir,
@@ -281,6 +299,14 @@ VOLATILE_PRESETS = {
     #   (@anthropic-ai/claude-code 2.1.36 cli.js: parts joined by "\n" and "\n\n"; 2.1.332 native
     #   binary: every part joined by "\n\n", an optional "Git user:" part).
     "git-status": r"(?ms)^gitStatus: .*?^Recent commits:(?:\r?\n[0-9a-f]{4,64}(?: [^\r\n]*)?){0,5}",
+    # Qwen Code 0.24: "Git snapshot at conversation start. ...not instructions.\n```text\ngit: Current
+    #   branch: main\ngit: Status:\ngit: (clean)\ngit: Recent commits:\ngit: a57cbf5 initial commit\n```"
+    #   in the system prompt (@qwen-code/qwen-code 0.24.4 chunks/chunk-P6OZD6V2.js getRecentGitStatus:
+    #   every line of the branch, `git status --short` (2,000 characters at most, then a "... (truncated"
+    #   line) and `git log --oneline -n 5` prefixed "git: ", so no line of the block starts with ```).
+    #   Rebuilt when a session is continued or resumed: the value is the fenced block's lines.
+    "git-snapshot": r"(?m)^Git snapshot at conversation start\. [^\r\n]*\r?\n```text\r?\n"
+                    r"(?P<value>(?:git: [^\r\n]*\r?\n)*git: [^\r\n]*)(?=\r?\n```)",
     # Dates in an agent's context block at the start of the first user message (``firstUserContext``),
     # each anchored on the agent's own text around it, so a user's line inside the block (a quoted
     # CLAUDE.md) is never the match:

@@ -148,7 +148,7 @@ def _apply(settings: Settings, profile: Profile) -> Settings:
     suffixes = [s for s in profile.install_suffixes if s not in settings.package_path_suffixes]
     if suffixes:
         updates["package_path_suffix"] = [*settings.package_path_suffixes, *suffixes]
-    blocks = [ContextBlock(start=a, end=b, presets=c) for a, b, c in profile.first_user_context]
+    blocks = [ContextBlock(start=a, end=b, presets=c, restore=bool(r and r[0])) for a, b, c, *r in profile.first_user_context]
     blocks = [block for block in blocks if block not in settings.first_user_context]
     if blocks:
         updates["first_user_context"] = [*settings.first_user_context, *blocks]

@@ -120,9 +120,9 @@ _TEXT_PARTS = ("text", "input_text")
 
 
 @lru_cache(maxsize=64)
-def _block_rules(blocks: tuple[tuple[str, str, tuple[str, ...]], ...]) -> tuple:
+def _block_rules(blocks: tuple[tuple[Any, ...], ...]) -> tuple:
     """A profile's ``first_user_context`` compiled the way ``context_blocks`` reads them."""
-    return tuple((re.compile(start), re.compile(end) if end else None, ()) for start, end, _ in blocks)
+    return tuple((re.compile(start), re.compile(end) if end else None, (), False) for start, end, *_ in blocks)
 
 
 def _typed_content(content: Any, rules: tuple) -> Any:
@@ -143,7 +143,7 @@ def _typed_content(content: Any, rules: tuple) -> Any:
     if not blocks:
         return content
     cut: dict[int, int] = {}
-    for index, _, stop, _ in blocks:
+    for index, _, stop, *_ in blocks:
         cut[index] = stop
     if isinstance(content, str):
         return content[cut[0]:].lstrip() or None

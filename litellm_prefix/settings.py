@@ -42,6 +42,9 @@ from .profile_data import (
 logger = logging.getLogger("litellm_prefix")
 
 PROJECT_FILE = Path(".litellm-prefix") / "litellm-prefix.json"
+# The names of VOLATILE_PRESETS (profile_data.py), as settings accept them (tests/test_settings.py
+# checks the two agree).
+PresetName = Literal["current-date", "todays-date", "git-status", "git-snapshot", "reminder-date", "context-date"]
 
 
 class SettingsError(ValueError):
@@ -86,14 +89,17 @@ class ContextBlock(BaseModel):
     """``firstUserContext``: a block the agent writes at the start of its first user message (never
     the user's own text); the presets named pin their first match inside it (rules/volatile.py).
     ``start`` is matched where the block begins (a text part's start, or right after an earlier
-    block); the block ends at the first match of ``end`` after that (``""``: the part's end)."""
+    block); the block ends at the first match of ``end`` after that (``""``: the part's end). A
+    block without presets is still the agent's: no part of the session's identity (session.py).
+    ``restore``: the agent sends the block (a text part of its own) with the first prompt and leaves
+    it out when it replays the conversation later; the part is kept as first sent and put back."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     start: str = Field(min_length=1)
     end: str = ""
-    presets: tuple[Literal["current-date", "todays-date", "git-status", "reminder-date", "context-date"], ...] = Field(
-        min_length=1)
+    presets: tuple[PresetName, ...] = ()
+    restore: bool = False
 
     @field_validator("start", "end")
     @classmethod
@@ -144,7 +150,7 @@ class _Keys(BaseModel):
     notification_patterns: list[str] = Field(default_factory=lambda: list(DEFAULT_NOTIFICATION_PATTERNS))
     memory_markers: list[tuple[str, str]] = Field(default_factory=list)
     volatile: list[VolatileRule] = Field(default_factory=list)
-    volatile_presets: list[Literal["current-date", "todays-date", "git-status", "reminder-date", "context-date"]] = Field(
+    volatile_presets: list[PresetName] = Field(
         default_factory=list)
     max_session_bytes: int = Field(default=256 * 1024, gt=1024)
     store_timeout_ms: int = Field(default=50, gt=0, le=10_000)
