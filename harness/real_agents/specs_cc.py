@@ -1,4 +1,5 @@
-"""Claude Code 2.1.197, Codex 0.171.0 and opencode 1.18.33, run headless against the proxy.
+"""Claude Code 2.1.332, Codex 0.171.0 and opencode 1.18.33, run headless against the proxy.
+(Claude Code was explored at 2.1.197; what 2.1.332 sends differently is at the end of explore_cc.md.)
 
 Found by running each CLI through a real LiteLLM proxy in front of a recording scripted model
 (facts and wire details: ``explore_cc.md`` beside this file):
@@ -153,7 +154,7 @@ def _opencode_argv(ctx: RunContext, prompt: str, resume: bool) -> list[str]:
 
 SPECS = [
     AgentSpec(
-        name="claude-code", package="@anthropic-ai/claude-code", version="2.1.197", bin="claude",
+        name="claude-code", package="@anthropic-ai/claude-code", version="2.1.332", bin="claude",
         route="messages", profile="claude-code", env=_claude_env, argv=_claude_argv,
         features=frozenset({"subagent", "compaction"}), compact_argv=_claude_compact, timeout_s=180.0,
         notes="ANTHROPIC_BASE_URL + ANTHROPIC_AUTH_TOKEN, every model alias -> the group; -p "

@@ -1,4 +1,4 @@
-"""Qwen Code 0.15.10 (``@qwen-code/qwen-code``) and Gemini CLI 0.61.0 (``@google/gemini-cli``),
+"""Qwen Code 0.24.4 (``@qwen-code/qwen-code``; explored at 0.15.10) and Gemini CLI 0.61.0 (``@google/gemini-cli``),
 run headless against the proxy. Facts from running both through a LiteLLM proxy and from their
 installed bundles (``cli.js``; ``bundle/chunk-*.js``); the wire details are in explore_gq.md.
 
@@ -13,6 +13,10 @@ Qwen Code (chat completions, ``/v1/chat/completions``):
   endpoint), telemetry and auto-update. With them only the proxy is connected to (strace).
 - Its read tool (``read_file``) takes absolute paths only; the cwd is in the first user message
   (``I'm currently working in the directory: <cwd>``), which is agent context, not the prompt.
+- 0.24.4: that context is a ``<system-reminder>`` text part of the first user message (after a
+  skills reminder; a "The current date is" reminder and the prompt follow), replayed as first sent
+  on ``--continue``; the system prompt ends its context files with a "Git snapshot at conversation
+  start" block that is taken again on ``--continue`` (the ``git-snapshot`` preset pins it).
 
 Gemini CLI (Google-native, ``/v1beta/models/<group>:streamGenerateContent?alt=sse``):
 - ``GOOGLE_GEMINI_BASE_URL`` = the proxy (no ``/v1``: the genai SDK appends ``/v1beta/models/...``)
@@ -36,7 +40,7 @@ import json
 
 from harness.real_agents.spec import AgentSpec, RunContext
 
-QWEN_VERSION = "0.15.10"
+QWEN_VERSION = "0.24.4"
 GEMINI_VERSION = "0.61.0"
 
 
@@ -87,7 +91,8 @@ SPECS = [
         profile="qwen-code", files=_qwen_files, env=_qwen_env, argv=_qwen_argv,
         features=frozenset({"subagent"}), timeout_s=120.0,
         notes="OPENAI_BASE_URL/OPENAI_API_KEY/OPENAI_MODEL, --auth-type openai; -p, --yolo, --continue; "
-        "UA QwenCode/<v>, no session id; date, cwd and folder tree in the first user message (rebuilt on resume); "
+        "UA QwenCode/<v>, no session id; date, cwd and folder tree in the first user message; a git snapshot in "
+        "the system prompt (taken again on --continue); "
         "subagents: `agent` tool, own system prompt, same headers",
     ),
     AgentSpec(
