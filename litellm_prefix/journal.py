@@ -163,6 +163,7 @@ class Journal:
     learned: LearnState | None = None
     order: tuple[str, ...] | None = None  # (head hash, section hash, ...) of the recorded head
     roots: tuple[tuple[str, str], ...] = ()  # (install-path suffix, the session's install root)
+    listings: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (listing, its keys' hashes in the session's order)
 
     def replace(self, **changes: Any) -> "Journal":
         return dataclasses.replace(self, **changes)
@@ -207,6 +208,8 @@ class Journal:
             out["order"] = list(self.order)
         if self.roots:
             out["roots"] = [list(r) for r in self.roots]
+        if self.listings:
+            out["listings"] = [[name, list(keys)] for name, keys in self.listings]
         return out
 
     @classmethod
@@ -233,6 +236,7 @@ class Journal:
             learned=LearnState.from_json(raw["learned"]) if "learned" in raw else None,
             order=tuple(str(h) for h in raw["order"]) if "order" in raw else None,
             roots=tuple((str(a), str(b)) for a, b in raw.get("roots", ())),
+            listings=tuple((str(name), tuple(str(k) for k in keys)) for name, keys in raw.get("listings", ())),
         )
 
     def encoded(self) -> str:

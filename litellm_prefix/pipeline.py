@@ -17,6 +17,7 @@ from .drift import record_head
 from .journal import Journal
 from .rules.billing import set_aside_billing_block
 from .rules.head_pin import keep_pinned_head
+from .rules.listing_order import keep_listing_order
 from .rules.hints import place_cache_breakpoints, set_prompt_cache_key
 from .rules.memory import snapshot_memory
 from .rules.mid_system import place_mid_conversation_system
@@ -74,6 +75,7 @@ RULES: list[Rule] = [
     keep_install_root,
     stateless(normalize_tool_order),
     keep_session_tool_order,
+    keep_listing_order,
     reseed,
     pin_volatile_spans,
     snapshot_memory,

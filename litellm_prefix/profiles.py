@@ -25,7 +25,7 @@ from typing import Any
 
 from .sections import segment_memo
 from .caches import PerObject
-from .settings import ContextBlock, Settings
+from .settings import ContextBlock, Listing, Settings
 from .profile_data import (  # noqa: F401  (the profiles' data, read as profiles.NAME)
     BILLING_PREFIX,
     CLAUDE_CODE,
@@ -152,6 +152,10 @@ def _apply(settings: Settings, profile: Profile) -> Settings:
     blocks = [block for block in blocks if block not in settings.first_user_context]
     if blocks:
         updates["first_user_context"] = [*settings.first_user_context, *blocks]
+    listings = [Listing(name=n, places=p, enums=e) for n, p, e in profile.listings]
+    listings = [listing for listing in listings if listing.name not in {x.name for x in settings.listings}]
+    if listings:
+        updates["listings"] = [*settings.listings, *listings]
     if profile.tool_order and settings.tool_order == "auto":
         updates["tool_order"] = profile.tool_order
     return settings.model_copy(update=updates) if updates else settings

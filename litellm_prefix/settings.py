@@ -107,6 +107,28 @@ class ContextBlock(BaseModel):
         return _regex(value)
 
 
+class Listing(BaseModel):
+    """``listings``: a list an agent writes in an order it does not keep (rules/listing_order.py).
+    ``places``: (region regex with a group ``list``, entry regex with a group ``key``), searched in
+    every head text and tool description; ``enums``: a tool's ``enum`` of exactly its keys too."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    places: tuple[tuple[str, str], ...] = Field(min_length=1)
+    enums: bool = False
+
+    @field_validator("places")
+    @classmethod
+    def _compile(cls, value: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+        for region, entry in value:
+            _regex(region)
+            _regex(entry)
+            if "list" not in re.compile(region).groupindex or "key" not in re.compile(entry).groupindex:
+                raise ValueError("a listing's region needs a group named 'list' and its entry one named 'key'")
+        return value
+
+
 class VolatileRule(BaseModel):
     """A named regex whose match in the head is pinned to its first value in the session."""
 
@@ -159,6 +181,7 @@ class _Keys(BaseModel):
     learned_volatile_note_seconds: int = Field(default=3600, ge=0)
     learned_volatile_exclude: list[str] = Field(default_factory=list)
     first_user_context: list[ContextBlock] = Field(default_factory=list)
+    listings: list[Listing] = Field(default_factory=list)
     profiles: ProfilesSetting | Literal["auto", "off"] = Field(default_factory=ProfilesSetting)
     keep_billing_header: bool = False
     # The incremental request path (core, appended.py): a stream's unchanged request (a retry)
