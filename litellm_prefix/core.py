@@ -28,8 +28,9 @@ from .drift import tools_entry, tools_json
 from .sections import text_digest
 from .rules.billing import is_billing_block
 from .rules.paths import link_target
-from .journal import Journal, unmarked
-from .session import DERIVED, identify, scoped_key
+from .journal import Journal, content_hash, unmarked
+from .session import (DERIVED, compaction_answer, continuation_key, continued_summary, first_answer, first_user_text,
+                      identify, scoped_key, workspace)
 from .settings import Settings
 from .metrics import Stats
 from .sinks import Sinks
@@ -93,6 +94,30 @@ class Applied:
         return (written is not None and shape == self.shape
                 and all(_same(data.get(k), o) for k, o in zip(_VIEW_FIELDS, written))
                 and target == self.target and (settings is self.model_settings or settings == self.model_settings))
+
+
+def answer_text(response: Any) -> str | None:
+    """The text of a call's answer: chat (``choices[0].message.content``, a string or text parts),
+    Anthropic (``content`` text blocks) or Responses (``output`` message items); None where none."""
+    def get(obj: Any, name: str) -> Any:
+        return obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
+
+    def texts(content: Any) -> str | None:
+        if isinstance(content, str):
+            return content
+        if isinstance(content, (list, tuple)):
+            found = [t for part in content if isinstance(t := get(part, "text"), str)]
+            return "".join(found) if found else None
+        return None
+
+    choices = get(response, "choices")
+    if isinstance(choices, (list, tuple)) and choices:
+        return texts(get(get(choices[0], "message"), "content"))
+    output = get(response, "output")
+    if isinstance(output, (list, tuple)):
+        found = [t for item in output if get(item, "type") == "message" and (t := texts(get(item, "content")))]
+        return "".join(found) if found else None
+    return texts(get(response, "content"))
 
 
 def call_id_of(data: Mapping[str, Any]) -> str | None:
@@ -208,6 +233,11 @@ class Stabilizer:
         # The view's objects as the transform wrote them, until the next hook of the call reads
         # them (milliseconds later): they hold the request's messages, so they are kept briefly.
         self.written: Expiring = Expiring(maxsize=256, seconds=30)
+        # Compactions of derived sessions (``_compaction_links``): the journal key of each stream this
+        # process served, by what its compaction call shares with it (tenant, agent, workspace, first
+        # user message, first answer, stream); and each compaction call's, until its answer comes.
+        self.anchors: Expiring = Expiring(maxsize=4096, seconds=settings.session_ttl_seconds)
+        self.compactions: Expiring = Expiring(maxsize=256, seconds=900)
         self.clock = time.time  # the time rules see (Context.now); tests replace it
 
     # -- the transform -------------------------------------------------------------
@@ -265,8 +295,10 @@ class Stabilizer:
                 # is its own stream), the hints' key and the router's never disagree.
                 identity = identify(data, view, profile, api_key_hash, team_id)
                 key, hint_key, affinity_key = identity.key, identity.cache_key, identity.affinity_key
-                new_view, events = await self._run_with_journal(view, ctx, key, fresh=identity.fresh,
-                                                                seeds=self._first_keys(identity))
+                seeds = self._first_keys(identity)
+                if profile is not None and profile.compaction_summary and identity.source == DERIVED:
+                    seeds = (*self._compaction_links(call_id, identity, view, profile), *seeds)
+                new_view, events = await self._run_with_journal(view, ctx, key, fresh=identity.fresh, seeds=seeds)
                 drift = payload(events, Drift)
             updates = adapter.write(data, new_view) if new_view is not view else {}
         except Exception as exc:  # fail open: the gateway never breaks a call
@@ -330,6 +362,62 @@ class Stabilizer:
             return asyncio.run(self.stabilize(data, call_type, **kwargs))
         finally:
             self.sinks.flush()  # a script reads the JSONL log next
+
+    def _compaction_links(self, call_id: str | None, identity, view, profile) -> tuple[str, ...]:
+        """A derived session's compaction (``Profile.compaction_summary``): the session that goes on
+        from the summary has another first prompt, so another key. The compaction call's answer
+        leaves a copy of the compacted stream's journal under ``continuation_key`` (``answered``),
+        and the request that carries that summary in its first prompt starts from it (the seed
+        returned), where it has no journal of its own yet. The compaction call and the stream it
+        compacts differ in their head (the summarizer's), so the stream's key is found by what they
+        share: this process must have served the stream's last request (an idle gateway's or
+        another replica's compaction leaves no copy: the session starts again, as without it)."""
+        ws = workspace(view, profile)
+        base = identity.stream
+        compaction = bool(base) and base.rsplit("\x00", 1)[-1] == "aux:compaction"
+        if compaction:
+            base = base.rsplit("\x00", 1)[0] if "\x00" in base else None
+        if not compaction and base is not None and base.rsplit("\x00", 1)[-1].startswith("aux:"):
+            return ()  # another auxiliary call: no stream of its own to compact
+        anchor = (identity.tenant, profile.name, ws, content_hash(first_user_text(view, profile)),
+                  first_answer(view, profile), base)
+        if compaction:
+            stream = self.anchors.get(anchor)
+            if stream is not None and call_id:
+                self.compactions[call_id] = (stream, identity.tenant, profile, ws)
+            return ()
+        if not identity.fresh:
+            self.anchors[anchor] = identity.key
+            summary = continued_summary(view, profile)
+            if summary is not None:
+                return (continuation_key(identity.tenant, profile, ws, summary),)
+        return ()
+
+    async def answered(self, kwargs: Mapping[str, Any], response: Any) -> None:
+        """A compaction call's answer: its session's journal copied to where the session goes on
+        (``_compaction_links``); fails open (a miss, never a broken call)."""
+        call_id = kwargs.get("litellm_call_id")
+        pending = self.compactions.pop(call_id, None) if isinstance(call_id, str) else None
+        if pending is None:
+            return
+        try:
+            stream, tenant, profile, ws = pending
+            summary = compaction_answer(profile, answer_text(response) or "")
+            if summary is None:
+                return
+            link = continuation_key(tenant, profile, ws, summary)
+            loaded = await self.store.load(stream)
+            if not loaded.journal:
+                return
+            there = await self.store.load(link)
+            if there.journal is None:
+                journal = _decoded(loaded.journal)
+                await self.store.save(link, there, loaded.journal, journal_text_refs(journal), dict(loaded.texts))
+                self.stats["compaction_links"] += 1
+        except Exception as exc:
+            self.stats["errors"] += 1
+            logger.error("litellm-prefix: internal error keeping a compacted session (%s)\n%s",
+                         type(exc).__name__, "".join(traceback.format_tb(exc.__traceback__)))
 
     def _first_keys(self, identity) -> tuple[str, ...]:
         """Where a derived session's first request leaves its journal for the session's second one

@@ -176,6 +176,10 @@ class PrefixStabilizer(CustomLogger):
             self.core.completed(kwargs, response_obj)
         except Exception:  # the success path never raises into LiteLLM
             pass
+        try:  # a compaction's answer: where its session goes on (core._compaction_links)
+            await self.core.answered(kwargs, response_obj)
+        except Exception:
+            pass
         try:  # the answering deployment and its cached tokens feed placement (affinity.py)
             await self.affinity.answered(kwargs, response_obj)
         except Exception as exc:

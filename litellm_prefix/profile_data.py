@@ -227,11 +227,18 @@ QWEN_CODE = Profile(
     context_ack=(r"Got it\. Thanks for the context!",),  # STARTUP_CONTEXT_MODEL_ACK
     aux_streams=(("title", r"head:Generate a concise, sentence-case title"),
                  ("compaction", r"head:\s*You are the component that summarizes internal chat history"),
+                 ("compaction", r"head:You are the component that summarizes a conversation when its context window"),
+                 ("memory", r"head:You are now acting as the managed memory extraction subagent"),
                  ("next-speaker", r"last_user:Analyze \*only\* the content and structure of your immediately")),
     main_has_tools=True,
     workspace=(r"(?m)^I'm currently working in the directory: (\S[^\n]*?)[ \t]*$",
                r"(?m)^I'm currently working in the following directories:\n  - (\S[^\n]*?)[ \t]*$"),
     volatile_presets=("git-snapshot",),
+    # 0.24 (postProcessSummary): the summary, its <analysis> block dropped, then RESUME_TRAILER, as
+    # the text after the prelude in the first user message of the history it goes on with.
+    compaction_summary=((r"(?s)(?P<summary>.+?)\n\nResume the prior task using the summary above\. Continue from the "
+                         r"last in-flight step; do not acknowledge the summary, do not re-introduce, do not greet "
+                         r"the user again\.", r"<analysis>[\s\S]*?</analysis>\s*|<analysis>[\s\S]*$"),),
     source="@qwen-code/qwen-code 0.15.10 cli.js (DefaultOpenAICompatibleProvider.buildHeaders: User-Agent "
     "QwenCode/<version> (<platform>; <arch>); DashScope provider X-DashScope-UserAgent, buildMetadata; "
     "utils/environmentContext.ts; services/sessionTitle.ts; getCompressionPrompt); 0.24.4 chunks/ "

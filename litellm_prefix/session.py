@@ -191,7 +191,7 @@ def first_typed(view: View, profile: "Profile | None") -> tuple[int, Any] | None
     return first, content  # (no prompt yet after the context: the context stands for it)
 
 
-def _first_user_text(view: View, profile: "Profile | None" = None) -> str:
+def first_user_text(view: View, profile: "Profile | None" = None) -> str:
     typed = first_typed(view, profile)
     if typed is None:
         return ""
@@ -401,7 +401,7 @@ def first_answer(view: View, profile: "Profile | None" = None) -> str | None:
 
 def derived_session_id(view: View, profile: "Profile | None") -> str:
     """The anchor of a derived session: first user message, workspace, agent, head identity."""
-    parts = (_first_user_text(view, profile), workspace(view, profile), profile.name if profile is not None else "",
+    parts = (first_user_text(view, profile), workspace(view, profile), profile.name if profile is not None else "",
              head_identity(view, profile))
     digest = hashlib.sha256("\x00".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:24]
     return f"{DERIVED}:{digest}"
@@ -534,6 +534,9 @@ class Identity:
     source: str
     stream: str | None
     fresh: bool = False
+    tenant: str = "local"
+    # An auxiliary call's: the journal key of the stream it serves (a compaction's session), else None.
+    parent_key: str | None = None
 
 
 def identify(data: Mapping[str, Any], view: View, profile: "Profile | None" = None,
@@ -542,17 +545,57 @@ def identify(data: Mapping[str, Any], view: View, profile: "Profile | None" = No
     stream = session_stream(data, view, profile, session)
     tenant = tenant_of(data, api_key_hash, team_id)
     scoped = session if stream is None else f"{session}\x00{stream}"
+    parent = None
+    if stream is not None and (parts := stream.split("\x00"))[-1].startswith("aux:"):
+        parent = session if len(parts) == 1 else "\x00".join([session, *parts[:-1]])
     cache_key = scoped_key(tenant, scoped)
     affinity_key = scoped_key(tenant, session)
     if source != DERIVED:
-        return Identity(cache_key, cache_key, affinity_key, session, source, stream)
+        return Identity(cache_key, cache_key, affinity_key, session, source, stream, tenant=tenant,
+                        parent_key=parent and scoped_key(tenant, parent))
     if not any(field_of(item, "role") == "user" for item in view.body):
         affinity_key = None
     answer = first_answer(view, profile)
     if answer is None:
         return Identity(scoped_key(tenant, f"{scoped}\x00first"), cache_key, affinity_key, session, source, stream,
-                        fresh=True)
-    return Identity(scoped_key(tenant, f"{scoped}\x00{answer}"), cache_key, affinity_key, session, source, stream)
+                        fresh=True, tenant=tenant)
+    return Identity(scoped_key(tenant, f"{scoped}\x00{answer}"), cache_key, affinity_key, session, source, stream,
+                    tenant=tenant, parent_key=parent and scoped_key(tenant, f"{parent}\x00{answer}"))
+
+
+# -- a compacted session goes on -----------------------------------------------------------
+
+
+def continuation_key(tenant: str, profile: "Profile", workspace: str, summary: str) -> str:
+    """Where a compaction leaves its session's journal for the session that goes on from its summary
+    (``Profile.compaction_summary``): the tenant, the agent, the workspace (``workspace(...)``) and
+    the summary's hash."""
+    return scoped_key(tenant, f"continued\x00{profile.name}\x00{workspace}\x00{content_hash(summary.strip())}")
+
+
+def compaction_answer(profile: "Profile", answer: str) -> str | None:
+    """The summary an agent makes of its compaction call's ``answer`` (what it drops from it taken
+    out), as it will stand in the next request's first prompt; None where it has none."""
+    for _, drop in profile.compaction_summary:
+        summary = _re(drop).sub("", answer).strip() if drop else answer.strip()
+        return summary or None
+    return None
+
+
+def continued_summary(view: View, profile: "Profile | None") -> str | None:
+    """The summary a request's first prompt carries where it goes on from a compaction
+    (``Profile.compaction_summary``, group ``summary``), else None."""
+    if profile is None or not profile.compaction_summary:
+        return None
+    typed = first_typed(view, profile)
+    if typed is None:
+        return None
+    text = _content_text(typed[1])
+    for pattern, _ in profile.compaction_summary:
+        match = _re(pattern).fullmatch(text)
+        if match and match.group("summary").strip():
+            return match.group("summary").strip()
+    return None
 
 
 def tenant_of(data: Mapping[str, Any], api_key_hash: str | None = None, team_id: str | None = None) -> str:
