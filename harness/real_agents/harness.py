@@ -321,6 +321,11 @@ def run_agent(spec: AgentSpec, env: Env, mode: str) -> list[Run]:
 # -- measuring -------------------------------------------------------------------------
 
 
+def _system_text(body: dict) -> str:
+    first = (body.get("messages") or [{}])[0]
+    return text_of(first.get("content")) if first.get("role") in ("system", "developer") else ""
+
+
 def _first_user(body: dict) -> str:
     return next((text_of(m.get("content")) for m in body.get("messages") or [] if m.get("role") == "user"), "")
 
@@ -497,7 +502,8 @@ def measure(spec: AgentSpec, mode: str, runs: list[Run], records: list[dict], ow
         # the main stream: requests with tools that hold one of the session's prompt lines (agents may
         # wrap a prompt or put context first; a compacted history holds only the prompts after it)
         openings = [r.text.splitlines()[0] for r in runs if r.prompt and SESSION.get(r.scenario, r.scenario) == session]
-        main = [r for r in s_recs if r["body"].get("tools") and any(o in _user_text(r["body"]) for o in openings)]
+        main = [r for r in s_recs if r["body"].get("tools") and any(o in _user_text(r["body"]) for o in openings)
+                and not any(re.match(h, _system_text(r["body"])) for h in spec.aux_heads)]
         mains[scenario] = main
         tokens = sum(costs[r["seq"]][0] for r in s_recs)
         actual = sum(costs[r["seq"]][1] for r in s_recs)

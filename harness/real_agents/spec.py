@@ -43,6 +43,10 @@ class AgentSpec:
     features: frozenset[str] = field(default_factory=frozenset)
     # A command line that makes the agent compact its history (Claude Code's `/compact`), if any.
     compact_argv: Callable[[RunContext], list[str]] | None = None
+    # Heads of the agent's own background calls that carry tools and the session's prompts (Qwen
+    # Code's memory extraction after a compaction): regexes at the start of the system text; never
+    # the main stream.
+    aux_heads: tuple[str, ...] = ()
     timeout_s: float = 120.0
     notes: str = ""  # what was learned running it (flags, quirks), for the README table
 

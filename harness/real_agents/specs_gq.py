@@ -81,6 +81,10 @@ def _gemini_env(ctx: RunContext) -> dict[str, str]:
     return {"GOOGLE_GEMINI_BASE_URL": ctx.base_url, "GEMINI_API_KEY": ctx.api_key, "GEMINI_CLI_NO_RELAUNCH": "true"}
 
 
+def _qwen_compact(ctx: RunContext) -> list[str]:
+    return _qwen_argv(ctx, "/compress", True)
+
+
 def _gemini_argv(ctx: RunContext, prompt: str, resume: bool) -> list[str]:
     return ["--yolo", "--model", ctx.model, *(["--resume", "latest"] if resume else []), "-p", prompt]
 
@@ -89,11 +93,13 @@ SPECS = [
     AgentSpec(
         name="qwen-code", package="@qwen-code/qwen-code", version=QWEN_VERSION, bin="qwen", route="chat",
         profile="qwen-code", files=_qwen_files, env=_qwen_env, argv=_qwen_argv,
-        features=frozenset({"subagent"}), timeout_s=120.0,
+        features=frozenset({"subagent", "compaction"}), compact_argv=_qwen_compact, timeout_s=120.0,
+        aux_heads=(r"You are now acting as the managed memory extraction subagent",),
         notes="OPENAI_BASE_URL/OPENAI_API_KEY/OPENAI_MODEL, --auth-type openai; -p, --yolo, --continue; "
         "UA QwenCode/<v>, no session id; date, cwd and folder tree in the first user message; a git snapshot in "
         "the system prompt (taken again on --continue); "
-        "subagents: `agent` tool, own system prompt, same headers",
+        "subagents: `agent` tool, own system prompt, same headers; -p /compress --continue compacts (0.24: the "
+        "summary then goes on as the first prompt)",
     ),
     AgentSpec(
         name="gemini-cli", package="@google/gemini-cli", version=GEMINI_VERSION, bin="gemini", route="gemini",
