@@ -27,6 +27,7 @@ from typing import Any
 
 from ..context import Context, Event
 from ..journal import Journal, content_hash
+from ..sections import memo
 from ..view import View
 
 _KEY = 12  # hex characters of a key's hash in the journal
@@ -42,7 +43,14 @@ def _hash(key: str) -> str:
 
 
 def _runs(text: str, places) -> list[tuple[list[tuple[int, int]], list[str]]]:
-    """Each place's entries in ``text``: (spans, keys), one per region found."""
+    """Each place's entries in ``text``: (spans, keys), one per region found; remembered with a
+    long text (a head repeats request after request: a lookup instead of a regex pass)."""
+    if len(text) >= 1024:
+        return memo(text, ("listing-runs", places), lambda t: _find_runs(t, places))
+    return _find_runs(text, places)
+
+
+def _find_runs(text: str, places) -> list[tuple[list[tuple[int, int]], list[str]]]:
     found = []
     for region, entry in places:
         region_re, entry_re = _compiled(region, entry)
