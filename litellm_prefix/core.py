@@ -396,7 +396,8 @@ class Stabilizer:
     async def answered(self, kwargs: Mapping[str, Any], response: Any) -> None:
         """A compaction call's answer: its session's journal copied to where the session goes on
         (``_compaction_links``); fails open (a miss, never a broken call)."""
-        call_id = kwargs.get("litellm_call_id")
+        slo = kwargs.get("standard_logging_object")
+        call_id = kwargs.get("litellm_call_id") or (slo.get("litellm_call_id") if isinstance(slo, Mapping) else None)
         pending = self.compactions.pop(call_id, None) if isinstance(call_id, str) else None
         if pending is None:
             return
