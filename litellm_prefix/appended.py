@@ -25,6 +25,8 @@ that reads the body. Rule by rule:
   request already (or the setting off).
 - drift (``record_head``) reads the body's size only when the head changed against the
   journal, which would have changed the journal: never here.
+- transient parts (``rules/transient``): an appended user message that carries one would be
+  recorded in the journal, so it is not inert; earlier messages are the last request's.
 """
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ from typing import Any
 from .context import Context
 from .journal import Journal
 from .rules.patches import run_is_notification
+from .rules.transient import without_transient
 from .rules.volatile import first_user
 from .view import SYSTEM_ROLES
 
@@ -62,5 +65,8 @@ def extends(notification: bool | None, appended: Sequence[Any], body: Sequence[A
     if notification is None or not appended:
         return False
     if any(_system_role(item) for item in appended):
+        return False
+    patterns = ctx.settings.transient_parts_res
+    if patterns and any(without_transient(item, patterns) is not item for item in appended):
         return False
     return run_is_notification(body, -1, ctx) == notification

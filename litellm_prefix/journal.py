@@ -164,6 +164,8 @@ class Journal:
     order: tuple[str, ...] | None = None  # (head hash, section hash, ...) of the recorded head
     roots: tuple[tuple[str, str], ...] = ()  # (install-path suffix, the session's install root)
     listings: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (listing, its keys' hashes in the session's order)
+    # (message index, hash of the message without its transient parts, part position, part text)
+    transient: tuple[tuple[int, str, int, str], ...] = ()
 
     def replace(self, **changes: Any) -> "Journal":
         return dataclasses.replace(self, **changes)
@@ -210,6 +212,8 @@ class Journal:
             out["roots"] = [list(r) for r in self.roots]
         if self.listings:
             out["listings"] = [[name, list(keys)] for name, keys in self.listings]
+        if self.transient:
+            out["transient"] = [list(t) for t in self.transient]
         return out
 
     @classmethod
@@ -237,6 +241,7 @@ class Journal:
             order=tuple(str(h) for h in raw["order"]) if "order" in raw else None,
             roots=tuple((str(a), str(b)) for a, b in raw.get("roots", ())),
             listings=tuple((str(name), tuple(str(k) for k in keys)) for name, keys in raw.get("listings", ())),
+            transient=tuple((int(i), str(k), int(p), str(t)) for i, k, p, t in raw.get("transient", ())),
         )
 
     def encoded(self) -> str:

@@ -26,6 +26,7 @@ from .rules.patches import drop_redundant_patches
 from .rules.paths import keep_install_root, stabilize_install_paths
 from .rules.section_order import keep_section_order, record_section_order
 from .rules.tools import keep_session_tool_order, normalize_tool_order
+from .rules.transient import keep_transient_parts
 from .rules.volatile import pin_volatile_spans
 from .view import View
 
@@ -78,6 +79,7 @@ RULES: list[Rule] = [
     keep_listing_order,
     reseed,
     pin_volatile_spans,
+    keep_transient_parts,
     snapshot_memory,
     keep_section_order,
     drop_redundant_patches,

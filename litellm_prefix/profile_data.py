@@ -10,7 +10,6 @@ the bottom of the layering, so the settings can read it.
 from __future__ import annotations
 
 import re
-from typing import Any
 from dataclasses import dataclass
 
 BILLING_PREFIX = "x-anthropic-billing-header:"
@@ -56,9 +55,11 @@ class Profile:
     # root it prints into its prompt ends in one of these (rules/paths.py).
     install_suffixes: tuple[str, ...] = ()
     # Blocks the agent writes at the start of its first user message (``firstUserContext``, never
-    # the user's typed text): (start regex, end regex or "" for the part's end, presets pinned inside
-    # [, True: ``restore``, a part the agent leaves out when it replays the conversation]).
-    first_user_context: tuple[tuple[Any, ...], ...] = ()
+    # the user's typed text): (start regex, end regex or "" for the part's end, presets pinned inside).
+    first_user_context: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
+    # Text parts it sends in a user message and leaves out when it replays the conversation
+    # (``transientParts``, rules/transient.py): regexes, whole part.
+    transient_parts: tuple[str, ...] = ()
     # The agent's fixed reply to a first user message that is all context (regexes, whole text): it
     # and that message are no part of the session's identity (session.first_typed).
     context_ack: tuple[str, ...] = ()
@@ -202,6 +203,9 @@ PI = Profile(
 # session replays that message as first sent (the date moves in a later reminder of its own), but
 # its system prompt's git snapshot is taken again (``git-snapshot``).
 QWEN_CODE_CONTEXT = r"This is the Qwen Code\. We are setting up the context for our chat\."
+# 0.24: "<system-reminder>\nThe current date is: Friday, December 4, 2026. Note: This is the authoritative
+# current date \u2014 it may differ from ...\n</system-reminder>", a text part of its own.
+QWEN_DATE_REMINDER = r"<system-reminder>\nThe current date is: [^\n]*\n</system-reminder>"
 QWEN_CODE = Profile(
     name="qwen-code",
     headers=(
@@ -216,13 +220,13 @@ QWEN_CODE = Profile(
     first_user_context=(
         (QWEN_CODE_CONTEXT + r"\n", "", ("context-date",)),  # 0.15: the whole first user message
         # 0.24 (chunks/: getInitialChatHistory's reminders, each a part "<system-reminder>\n...\n</system-reminder>",
-        # their bodies' own tags escaped; then the first query's "The current date is" reminder,
-        # which the session file does not keep: a continued session sends the message without it).
+        # their bodies' own tags escaped; then the first query's "The current date is" reminder: none of
+        # them is the typed prompt).
         (r"<system-reminder>\nThe text below was supplied by the MCP server\.", r"\n</system-reminder>", ()),
         (r"<system-reminder>\nThe following skills are available for use with the Skill tool\.", r"\n</system-reminder>", ()),
         (r"<system-reminder>\n" + QWEN_CODE_CONTEXT + r"\n", r"\n</system-reminder>", ("context-date",)),
         (r"<system-reminder>\nThe following tools are reachable through `", r"\n</system-reminder>", ()),
-        (r"<system-reminder>\nThe current date is: [^\n]*\n</system-reminder>\Z", "", (), True),
+        (QWEN_DATE_REMINDER + r"\Z", "", ()),
     ),
     context_ack=(r"Got it\. Thanks for the context!",),  # STARTUP_CONTEXT_MODEL_ACK
     aux_streams=(("title", r"head:Generate a concise, sentence-case title"),
@@ -234,6 +238,9 @@ QWEN_CODE = Profile(
     workspace=(r"(?m)^I'm currently working in the directory: (\S[^\n]*?)[ \t]*$",
                r"(?m)^I'm currently working in the following directories:\n  - (\S[^\n]*?)[ \t]*$"),
     volatile_presets=("git-snapshot",),
+    # 0.24: the date reminder of a process's first query is not kept in the session file: a
+    # continued session replays that message without it.
+    transient_parts=(QWEN_DATE_REMINDER,),
     # 0.24 (postProcessSummary): the summary, its <analysis> block dropped, then RESUME_TRAILER, as
     # the text after the prelude in the first user message of the history it goes on with.
     compaction_summary=((r"(?s)(?P<summary>.+?)\n\nResume the prior task using the summary above\. Continue from the "

@@ -148,10 +148,13 @@ def _apply(settings: Settings, profile: Profile) -> Settings:
     suffixes = [s for s in profile.install_suffixes if s not in settings.package_path_suffixes]
     if suffixes:
         updates["package_path_suffix"] = [*settings.package_path_suffixes, *suffixes]
-    blocks = [ContextBlock(start=a, end=b, presets=c, restore=bool(r and r[0])) for a, b, c, *r in profile.first_user_context]
+    blocks = [ContextBlock(start=a, end=b, presets=c) for a, b, c in profile.first_user_context]
     blocks = [block for block in blocks if block not in settings.first_user_context]
     if blocks:
         updates["first_user_context"] = [*settings.first_user_context, *blocks]
+    transient = [p for p in profile.transient_parts if p not in settings.transient_parts]
+    if transient:
+        updates["transient_parts"] = [*settings.transient_parts, *transient]
     listings = [Listing(name=n, places=p, enums=e) for n, p, e in profile.listings]
     listings = [listing for listing in listings if listing.name not in {x.name for x in settings.listings}]
     if listings:

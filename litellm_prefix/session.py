@@ -120,9 +120,9 @@ _TEXT_PARTS = ("text", "input_text")
 
 
 @lru_cache(maxsize=64)
-def _block_rules(blocks: tuple[tuple[Any, ...], ...]) -> tuple:
+def _block_rules(blocks: tuple[tuple[str, str, tuple[str, ...]], ...]) -> tuple:
     """A profile's ``first_user_context`` compiled the way ``context_blocks`` reads them."""
-    return tuple((re.compile(start), re.compile(end) if end else None, (), False) for start, end, *_ in blocks)
+    return tuple((re.compile(start), re.compile(end) if end else None, ()) for start, end, _ in blocks)
 
 
 def _typed_content(content: Any, rules: tuple) -> Any:

@@ -90,16 +90,13 @@ class ContextBlock(BaseModel):
     the user's own text); the presets named pin their first match inside it (rules/volatile.py).
     ``start`` is matched where the block begins (a text part's start, or right after an earlier
     block); the block ends at the first match of ``end`` after that (``""``: the part's end). A
-    block without presets is still the agent's: no part of the session's identity (session.py).
-    ``restore``: the agent sends the block (a text part of its own) with the first prompt and leaves
-    it out when it replays the conversation later; the part is kept as first sent and put back."""
+    block without presets is still the agent's: no part of the session's identity (session.py)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     start: str = Field(min_length=1)
     end: str = ""
     presets: tuple[PresetName, ...] = ()
-    restore: bool = False
 
     @field_validator("start", "end")
     @classmethod
@@ -182,6 +179,7 @@ class _Keys(BaseModel):
     learned_volatile_exclude: list[str] = Field(default_factory=list)
     first_user_context: list[ContextBlock] = Field(default_factory=list)
     listings: list[Listing] = Field(default_factory=list)
+    transient_parts: list[str] = Field(default_factory=list)
     profiles: ProfilesSetting | Literal["auto", "off"] = Field(default_factory=ProfilesSetting)
     keep_billing_header: bool = False
     # The incremental request path (core, appended.py): a stream's unchanged request (a retry)
@@ -215,7 +213,7 @@ class _Keys(BaseModel):
             return ProfilesSetting()
         return value
 
-    @field_validator("notification_patterns", "learned_volatile_exclude")
+    @field_validator("notification_patterns", "learned_volatile_exclude", "transient_parts")
     @classmethod
     def _patterns_compile(cls, value: list[str]) -> list[str]:
         for pattern in value:
@@ -470,6 +468,10 @@ class Settings(BaseSettings, _Keys):
         rules = [(f"{name}:tools", TOOL_VOLATILE_PRESETS[name]) for name in self.volatile_presets
                  if name in TOOL_VOLATILE_PRESETS]
         return _compiled_rules(tuple(rules))
+
+    @property
+    def transient_parts_res(self) -> tuple["re.Pattern[str]", ...]:
+        return tuple(pattern for _, pattern in _compiled_rules(tuple(("", p) for p in self.transient_parts)))
 
     @property
     def learned_volatile_exclude_res(self) -> tuple["re.Pattern[str]", ...]:

@@ -55,6 +55,7 @@ from ..journal import Journal, Note, content_hash
 from ..sections import memo
 from ..view import SYSTEM_ROLES, View, is_system_message
 from .mid_system import SYSTEM_UPDATE_NOTE, as_system_update, role_rules
+from .transient import without_transient
 
 DROPPED = object()  # placeholder for a body message a rule removed; keeps client indices stable
 MERGED_NOTE_END = "(End of note.)"
@@ -76,7 +77,10 @@ def message_hash(ctx: Context, index: int) -> str:
     key = ("message hash", index)
     found = ctx.memo.get(key)
     if found is None or found[0] is not ctx.client_body[index]:
-        found = ctx.memo[key] = (ctx.client_body[index], message_digest(ctx.client_body[index]))
+        # An agent's transient parts (rules/transient.py) are no part of a message's identity: a
+        # replay that leaves them out keeps the notes placed after it.
+        item = without_transient(ctx.client_body[index], ctx.settings.transient_parts_res)
+        found = ctx.memo[key] = (ctx.client_body[index], message_digest(item))
     return found[1]
 
 

@@ -19,10 +19,6 @@ Two sources, in order:
    first user message, one after another; the first text no block declares (the user's own)
    ends the search, so typed text is never read. A preset pins its first match inside them
    like a head span (journal name ``first-user:<preset>``), a changed value is noted at the tail.
-   A block declared ``restore`` (Qwen Code's date reminder: sent with the first prompt, left out
-   when a later process replays the conversation) is kept as the session first sent it (journal
-   name ``first-user-block:<n>``) and put back where a later request's first user message lacks
-   it and the rest of that message, after the blocks, is as first sent (``_restore_blocks``).
 2. **Learned lines** (``learnedVolatile``, on by default), for agents no preset knows. A
    head line that, between two consecutive requests of the session, changes only inside
    runs of digits (or a hex token of 5+ characters holding a digit, or a UUID) is
@@ -60,13 +56,12 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import re
 from functools import lru_cache
 from typing import Any
 
 from ..context import Context, Event, TextsNeeded, TextsToKeep
-from ..journal import Journal, LearnedLine, LearnState, Note, content_hash, unmarked
+from ..journal import Journal, LearnedLine, LearnState, Note, content_hash
 from ..profiles import NEVER_LEARNED
 from ..sections import memo, parse_head, section_digests, segment_memo
 from ..profile_data import TOOL_VOLATILE_PRESETS, VOLATILE_PRESETS
@@ -258,14 +253,11 @@ def context_note(name: str, value: str) -> str:
             f"this session. Current value:\n{value}")
 
 
-RESTORE_PREFIX = "first-user-block:"  # journal name of a ``restore`` block as first sent (by its place in the rules)
-
-
 @lru_cache(maxsize=64)
 def _context_rules(blocks: tuple[ContextBlock, ...]):
-    """Each block compiled: (start, end or None, ((preset name, pattern), ...), restore)."""
+    """Each block compiled: (start, end or None, ((preset name, pattern), ...))."""
     return tuple((re.compile(block.start), re.compile(block.end) if block.end else None,
-                  tuple((name, re.compile(VOLATILE_PRESETS[name])) for name in block.presets), block.restore)
+                  tuple((name, re.compile(VOLATILE_PRESETS[name])) for name in block.presets))
                  for block in blocks)
 
 
@@ -286,7 +278,7 @@ def context_blocks(texts: list[str], rules) -> list[tuple[int, int, int, tuple, 
     for index, text in enumerate(texts):
         at = 0
         while at < len(text):
-            for which, (start, end, presets, _) in enumerate(rules):
+            for which, (start, end, presets) in enumerate(rules):
                 opened = start.match(text, at)
                 if opened is None:
                     continue
@@ -326,13 +318,6 @@ def _pin_context_spans(view: View, journal: Journal, ctx: Context) -> tuple[View
     rules = _context_rules(tuple(ctx.settings.first_user_context))
     blocks = context_blocks(texts, rules)
     events: list[Event] = []
-    for _ in range(sum(rule[3] for rule in rules) if positions != [None] else 0):
-        restored, journal = _restore_blocks(content, positions, texts, blocks, rules, journal, events)
-        if restored is None:
-            break
-        content = restored  # read again: the parts moved
-        positions, texts = _text_parts(content)
-        blocks = context_blocks(texts, rules)
     if not blocks:
         return _with_first(view, where, message, content, events), journal, events
     edits: list[tuple[int, int, int, str]] = []
@@ -385,61 +370,6 @@ def _with_first(view: View, where: int, message: dict, content: Any, events: lis
     body = list(view.body)
     body[where] = {**message, "content": content}
     return view.replace(body=tuple(body))
-
-
-def _whole(texts: list[str], index: int, start: int, stop: int) -> bool:
-    """The block is its text part, but for whitespace after it."""
-    return start == 0 and not texts[index][stop:].strip()
-
-
-def _rest_digest(content: list, start: int) -> str:
-    """What a first user message holds after its blocks (from part ``start``), marker fields aside."""
-    rest = [unmarked({"content": part})["content"] if isinstance(part, dict) else part for part in content[start:]]
-    return content_hash(json.dumps(rest, sort_keys=True, ensure_ascii=False, default=str))
-
-
-def _restore_blocks(content: list, positions: list, texts: list[str], blocks, rules, journal: Journal,
-                    events: list[Event]) -> tuple[list | None, Journal]:
-    """Keep each ``restore`` block as first sent, and put one back where the first user message lacks it.
-
-    Kept: a block that is a text part of its own, with the rule of the block before it (-1: none)
-    and a digest of the message after the blocks. Put back: as a part of the same type, right
-    after the part of that earlier block (first where -1), where no block of its rule is in the
-    message, that earlier block is a part of its own here too, and the message after the blocks is
-    the same as when it was kept (the same first prompt, as the client first sent it). Returns the
-    new content (None: nothing put back) and the journal."""
-    whole = [_whole(texts, b[0], b[1], b[2]) for b in blocks]
-    if blocks and not whole[-1]:
-        return None, journal  # the typed text starts inside a part: nothing is kept or put back
-    rest = _rest_digest(content, positions[blocks[-1][0]] + 1 if blocks else 0)
-    present = {b[4] for b in blocks}
-    for at, block in enumerate(blocks):
-        which = block[4]
-        name = f"{RESTORE_PREFIX}{which}"
-        if rules[which][3] and whole[at] and journal.volatile_value(name) is None:
-            before = blocks[at - 1][4] if at and whole[at - 1] else -1
-            journal = journal.with_volatile(name, texts[block[0]], f"{before}:{rest}")
-    restored: list | None = None
-    for which, rule in enumerate(rules):
-        kept = journal.volatile_value(f"{RESTORE_PREFIX}{which}") if rule[3] and which not in present else None
-        if kept is None:
-            continue
-        text, meta = kept
-        before, _, digest = meta.partition(":")
-        if digest != rest:
-            continue
-        if before == "-1":
-            after, kind = 0, (content[positions[0]]["type"] if positions else "text")
-        else:
-            anchor = next((b for b, w in zip(blocks, whole) if b[4] == int(before) and w), None)
-            if anchor is None:
-                continue
-            after, kind = positions[anchor[0]] + 1, content[positions[anchor[0]]]["type"]
-        restored = list(content if restored is None else restored)
-        restored.insert(after, {"type": kind, "text": text})
-        events.append(Event("volatile", {"name": "first-user", "action": "restore", "block": which}))
-        break  # one at a time: the caller reads the parts' places again for the next
-    return restored, journal
 
 
 # -- 2. learned lines -----------------------------------------------------------------
