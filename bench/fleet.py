@@ -49,6 +49,7 @@ import bisect
 import hashlib
 import heapq
 import json
+import math
 import random
 import sys
 from collections import OrderedDict, defaultdict
@@ -452,6 +453,7 @@ class Outcome:
     head_prefills: int = 0  # requests that prefilled their kind's shared head on their replica
     head_tokens: int = 0
     context_tokens: int = 0
+    new_tokens: int = 0  # what no placement saves (split_prefill's third part)
     requests: dict = field(default_factory=lambda: defaultdict(int))
     peak: dict = field(default_factory=lambda: defaultdict(int))
     moves: int = 0
@@ -462,7 +464,7 @@ class Outcome:
         return {"policy": self.name, "reprocessed_tokens": self.prefill_tokens, "prompt_tokens": self.prompt_tokens,
                 "prefill_s": round(self.prefill_tokens / PREFILL_TOKENS_PER_S, 1),
                 "head_prefills": self.head_prefills, "head_reprocessed_tokens": self.head_tokens,
-                "context_reprocessed_tokens": self.context_tokens,
+                "context_reprocessed_tokens": self.context_tokens, "new_tokens": self.new_tokens,
                 "requests_max_over_mean": round(max(reqs) / (sum(reqs) / len(reqs)), 3),
                 "inflight_peak_max_over_mean": round(max(peaks) / (sum(peaks) / len(peaks)), 3),
                 "moves_per_session": round(self.moves / sessions, 3),
@@ -521,11 +523,12 @@ def simulate(policy_cls, trace: list[Session], n_replicas: int, engine_tokens: i
         cached = engines[replica].run(keys, tokens)
         policy.answered(s, turn, replica, keys, cached, tokens)
         prefill = tokens - cached
-        head, context, _ = split_prefill(tokens, cached, shared_head(s, turn), sent.get(sid, 0))
+        head, context, new = split_prefill(tokens, cached, shared_head(s, turn), sent.get(sid, 0))
         sent[sid] = tokens
         out.head_prefills += head > 0
         out.head_tokens += head
         out.context_tokens += context
+        out.new_tokens += new
         out.prefill_tokens += prefill
         out.prompt_tokens += tokens
         out.requests[replica] += 1
@@ -566,6 +569,33 @@ def simulate(policy_cls, trace: list[Session], n_replicas: int, engine_tokens: i
     return out
 
 
+def balance_bound(trace: list[Session], n_replicas: int, sglang: dict, rows: list[dict], stabilized: bool = True) -> dict:
+    """What the balance target alone costs any placement, against the SGLang-style router's tokens.
+
+    With requests per replica at most TARGET_BALANCE times the mean, a kind with a share f of the
+    requests is served by at least ceil(n * f / TARGET_BALANCE) replicas, and each of them prefills
+    the kind's shared head at least once (an empty cache holds none of it). Every other token a
+    placement re-processes is either the session's own context again (0 at best) or new tokens,
+    the same for every policy but for partial blocks (``new_tokens`` of each row differ by
+    ``new_spread`` at most over the policies simulated). So no placement within the balance target
+    re-processes fewer tokens than the router where the heads it must prefill exceed the router's
+    head and context tokens by more than that spread: ``room`` + ``new_spread`` < 0."""
+    requests: dict[str, int] = defaultdict(int)
+    shared: dict[str, int] = {}
+    for session in trace:
+        requests[session.kind.name] += len(session.turns)
+        shared.setdefault(session.kind.name, session.shared_head(0, stabilized))
+    total = sum(requests.values())
+    replicas = {k: min(n_replicas, math.ceil(n_replicas * n / total / TARGET_BALANCE - 1e-9)) for k, n in requests.items()}
+    minimum = sum(replicas[k] * shared[k] for k in replicas)
+    router = sglang["head_reprocessed_tokens"] + sglang["context_reprocessed_tokens"]
+    news = [r["new_tokens"] for r in rows]
+    spread = max(news) - min(news)
+    return {"replicas_per_kind": replicas, "request_share": {k: round(n / total, 3) for k, n in requests.items()},
+            "min_head_tokens": minimum, "router_head_and_context_tokens": router, "room_tokens": router - minimum,
+            "new_spread_tokens": spread, "out_of_reach": router - minimum + spread < 0}
+
+
 def run(n_replicas: int, n_sessions: int, seed: int, engine_tokens: int, in_flight_cap: int) -> dict:
     trace = make_trace(n_sessions, seed)
     deployed = [simulate(p, trace, n_replicas, engine_tokens, in_flight_cap, seed) for p in POLICIES]
@@ -590,8 +620,10 @@ def run(n_replicas: int, n_sessions: int, seed: int, engine_tokens: int, in_flig
             "meets_target": (plug["reprocessed_tokens"] <= sgl["reprocessed_tokens"]
                              and plug["requests_max_over_mean"] <= TARGET_BALANCE
                              and plug["inflight_peak_max_over_mean"] <= TARGET_BALANCE)}
+    sgl = next(r for r in tables["placement_only"] if r["policy"].startswith("sglang"))
+    bound = balance_bound(trace, n_replicas, sgl, tables["placement_only"])
     return {"replicas": n_replicas, "sessions": n_sessions, "seed": seed, "engine_cache_tokens": engine_tokens,
-            "in_flight_sessions": in_flight_cap, "tables": tables, "verdict": verdict}
+            "in_flight_sessions": in_flight_cap, "tables": tables, "verdict": verdict, "balance_bound": bound}
 
 
 def print_tables(result: dict) -> None:
@@ -607,6 +639,13 @@ def print_tables(result: dict) -> None:
                   f"{r['inflight_peak_max_over_mean']:>15.3f}{r['moves_per_session']:>12.3f}{r['head_prefills']:>7}"
                   f"{r['head_reprocessed_tokens'] / 1000:>8.1f}{r['context_reprocessed_tokens'] / 1000:>11.1f}")
         v = result["verdict"][name]
+        if name == "placement_only":
+            b = result["balance_bound"]
+            print(f"balance bound: replicas per kind {b['replicas_per_kind']} (request shares {b['request_share']}); "
+                  f"their heads {b['min_head_tokens']:,} tokens against the router's head and context "
+                  f"{b['router_head_and_context_tokens']:,}: room {b['room_tokens']:,}, new tokens differ by "
+                  f"{b['new_spread_tokens']:,} over the policies: "
+                  f"{'the target is out of reach of any placement' if b['out_of_reach'] else 'not excluded'}")
         print(f"plugin / sglang re-processed {v['plugin_vs_sglang_reprocessed']:.3f}, balance "
               f"{v['plugin_requests_max_over_mean']:.3f} / {v['plugin_inflight_peak_max_over_mean']:.3f}: "
               f"{'meets' if v['meets_target'] else 'MISSES'} the target")

@@ -124,6 +124,28 @@ def test_one_replica_with_room_for_everything_prefills_each_kinds_head_once_and_
     assert tiny.head_prefills > len(kinds) and tiny.context_tokens > 0
 
 
+def test_the_balance_bound_holds_for_every_policy_within_the_balance_target(fleet):
+    """balance_bound: a kind with a share f of the requests needs ceil(n f / 1.25) replicas within the
+    balance target, each prefilling the kind's head once at least; every simulated policy that
+    keeps the balance prefills at least that many head tokens."""
+    trace = fleet.make_trace(40, seed=5, horizon_s=900)
+    rows = [fleet.simulate(p, trace, 4, 400_000, 8, 5, stabilized=True).row([f"r{i}" for i in range(4)], 40)
+            for p in fleet.POLICIES]
+    sgl = next(r for r in rows if r["policy"].startswith("sglang"))
+    bound = fleet.balance_bound(trace, 4, sgl, rows)
+    total = sum(len(s.turns) for s in trace)
+    for kind, replicas in bound["replicas_per_kind"].items():
+        share = sum(len(s.turns) for s in trace if s.kind.name == kind) / total
+        assert replicas == min(4, -(-4 * share // fleet.TARGET_BALANCE))
+    heads = {s.kind.name: s.shared_head(0, True) for s in trace}
+    assert bound["min_head_tokens"] == sum(bound["replicas_per_kind"][k] * heads[k] for k in heads)
+    balanced = [r for r in rows if r["requests_max_over_mean"] <= fleet.TARGET_BALANCE]
+    assert balanced  # least-busy balances, at least
+    for r in balanced:
+        assert r["head_reprocessed_tokens"] >= bound["min_head_tokens"], r["policy"]
+    assert bound["out_of_reach"] == (bound["room_tokens"] + bound["new_spread_tokens"] < 0)
+
+
 # -- llama.cpp's slots (bench/fleet_real.py's model) ------------------------------------------
 
 
