@@ -300,3 +300,71 @@ def test_message_digest_is_content_hash(content, roles, extra):
                         {"role": role, "content": [{"type": "text", "text": "x" * 65 + content}], **extra}):
             assert message_digest(message) == content_hash(message)
             assert message_digest(copy.deepcopy(message)) == content_hash(message)
+
+
+# -- transient parts and listings (rules/transient.py, rules/listing_order.py) on generated traffic --
+
+REMINDER = "<reminder>now: {}</reminder>"
+LISTED = ["alpha", "beta", "gamma", "delta"]
+SETTINGS_X = Settings(path_check="trusted", stable_path="/srv/pi-home", transient_parts=[r"<reminder>now: [^<]*</reminder>"],
+                      listings=[{"name": "items", "places": [[r"<items>\n(?P<list>(?:- [a-z]+\n)+)</items>",
+                                                              r"- (?P<key>[a-z]+)\n"]], "enums": True}])
+
+
+def _with_listing(data, order):
+    data = copy.deepcopy(data)
+    data["messages"][0]["content"] += "\n\n<items>\n" + "".join(f"- {k}\n" for k in order) + "</items>"
+    data["tools"] = [*(data.get("tools") or []), {"type": "function", "function": {
+        "name": "pick", "description": "Pick one.", "parameters": {"type": "object", "properties": {
+            "item": {"type": "string", "enum": list(order)}}}}}]
+    return data
+
+
+def _listed(out) -> tuple[list[str], list[str]]:
+    import re
+    head = re.findall(r"^- ([a-z]+)$", out["messages"][0]["content"].split("<items>\n")[-1], re.M)
+    enum = next(t for t in out["tools"] if t["function"]["name"] == "pick")["function"]["parameters"]["properties"]["item"]["enum"]
+    return head, enum
+
+
+@fast
+@given(requests(), st.data())
+def test_a_replay_that_leaves_out_transient_parts_and_moves_a_listing_keeps_the_prefix(case, more):
+    """A client that drops the transient part of its last message on the next request, and lists
+    the same items in another order: the next request still extends the previous one, the listing
+    in the session's first order, and the client's other bytes as it sent them."""
+    base, target = case
+    first_order = more.draw(st.permutations(LISTED))
+    stamp = more.draw(st.sampled_from(["Mon", "Tue 10:00", ""]))
+    base = {**base, "messages": [*base["messages"], {"role": "user", "content": [
+        {"type": "text", "text": REMINDER.format(stamp)}, {"type": "text", "text": more.draw(words) or "go"}]}]}
+    data = _with_listing(base, first_order)
+    replay = _with_listing(base, more.draw(st.permutations(LISTED)))
+    replay["messages"][-1]["content"] = replay["messages"][-1]["content"][1:]  # the reminder left out
+    replay["messages"] += more.draw(messages(more.draw(st.integers(1, 3))))
+    stabilizer = Stabilizer(SETTINGS_X)
+    turn_n = stabilizer.stabilize_sync(copy.deepcopy(data), target=target)
+    turn_n1 = stabilizer.stabilize_sync(copy.deepcopy(replay), target=target)
+    assert _listed(turn_n) == (list(first_order), list(first_order))
+    assert _listed(turn_n1) == (list(first_order), list(first_order))
+    assert turn_n1["messages"][0] == turn_n["messages"][0] and turn_n1.get("tools") == turn_n.get("tools")
+    n = len(turn_n["messages"])
+    assert turn_n1["messages"][: n - 1] == turn_n["messages"][: n - 1]
+    last, later = turn_n["messages"][-1], turn_n1["messages"][n - 1]
+    assert later == last or (_folds(target) and _text(later).startswith(_text(last)))
+    assert stabilizer.stats["drift"] == 0 and stabilizer.stats["errors"] == 0
+
+
+@fast
+@given(requests())
+def test_transient_parts_and_listings_keep_every_invariant_on_one_request(case):
+    """With both rules on, a first request is deterministic, idempotent and loses nothing."""
+    data, target = case
+    data = _with_listing(data, ["gamma", "alpha", "delta", "beta"])
+    data["messages"].append({"role": "user", "content": [{"type": "text", "text": REMINDER.format("Fri")},
+                                                         {"type": "text", "text": "next"}]})
+    once = Stabilizer(SETTINGS_X).stabilize_sync(copy.deepcopy(data), target=target)
+    assert _payload(once) == _payload(Stabilizer(SETTINGS_X).stabilize_sync(copy.deepcopy(data), target=target))
+    assert _payload(Stabilizer(SETTINGS_X).stabilize_sync(copy.deepcopy(once), target=target)) == _payload(once)
+    assert _listed(once) == (["gamma", "alpha", "delta", "beta"],) * 2
+    assert REMINDER.format("Fri") in json.dumps(once["messages"][-1]) or REMINDER.format("Fri") in json.dumps(once)
