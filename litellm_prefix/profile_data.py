@@ -68,9 +68,10 @@ class Profile:
     # drops from its compaction call's answer before putting it there). The compacted session's
     # journal goes on with it (core._compaction_links).
     compaction_summary: tuple[tuple[str, str], ...] = ()
-    # Lists it writes in an order it does not keep (``listings``, rules/listing_order.py): (name,
+    # Lists it writes in an order it does not keep (``listings``, rules/listing_order.py): (name, order
+    # "first" or "sort",
     # ((region regex with group ``list``, entry regex with group ``key``), ...), its tools' enums too).
-    listings: tuple[tuple[str, tuple[tuple[str, str], ...], bool], ...] = ()
+    listings: tuple[tuple[str, str, tuple[tuple[str, str], ...], bool], ...] = ()
     # The order of its ``tools[]`` (rules/tools.py), applied where ``toolOrder`` is ``auto``: ``keep``
     # (its own order is deterministic: never reordered), ``sort``, or None (the session decides).
     tool_order: str | None = None
@@ -275,9 +276,10 @@ GEMINI_CLI = Profile(
     # first typed text: the prompt part after <session_context>, or the subagent's first message).
     stream_by_first_prompt=(r"<session_context>\n",),
     # Its skills come from glob() (loadSkillsFromDir: results in the file system's order, which moved
-    # between two processes of one session in a test run): the <available_skills> entries of the
-    # system prompt, the activate_skill tool's "(Available: 'a', 'b')" and its enum.
-    listings=(("skills", ((r"<available_skills>\n(?P<list>(?:  <skill>\n[\s\S]*?\n  </skill>\n)+)</available_skills>",
+    # between two processes of one session in a test run, and differs between sessions): the
+    # <available_skills> entries of the system prompt, the activate_skill tool's "(Available: 'a',
+    # 'b')" and its enum, sorted by name: every session of every machine the same head bytes.
+    listings=(("skills", "sort", ((r"<available_skills>\n(?P<list>(?:  <skill>\n[\s\S]*?\n  </skill>\n)+)</available_skills>",
                            r"  <skill>\n    <name>(?P<key>[^<\n]+)</name>\n[\s\S]*?\n  </skill>\n"),
                           (r"\(Available: (?P<list>'[^'\n]+'(?:, '[^'\n]+')+)\)", r"'(?P<key>[^'\n]+)'")), True),),
     source="@google/gemini-cli 0.61.0 bundle/chunk-JDPZ4CE3.js (createContentGenerator: User-Agent "

@@ -155,7 +155,7 @@ def _apply(settings: Settings, profile: Profile) -> Settings:
     transient = [p for p in profile.transient_parts if p not in settings.transient_parts]
     if transient:
         updates["transient_parts"] = [*settings.transient_parts, *transient]
-    listings = [Listing(name=n, places=p, enums=e) for n, p, e in profile.listings]
+    listings = [Listing(name=n, order=o, places=p, enums=e) for n, o, p, e in profile.listings]
     listings = [listing for listing in listings if listing.name not in {x.name for x in settings.listings}]
     if listings:
         updates["listings"] = [*settings.listings, *listings]

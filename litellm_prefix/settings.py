@@ -107,13 +107,16 @@ class ContextBlock(BaseModel):
 class Listing(BaseModel):
     """``listings``: a list an agent writes in an order it does not keep (rules/listing_order.py).
     ``places``: (region regex with a group ``list``, entry regex with a group ``key``), searched in
-    every head text and tool description; ``enums``: a tool's ``enum`` of exactly its keys too."""
+    every head text and tool description; ``enums``: a tool's ``enum`` of exactly its keys too;
+    ``order``: ``first`` (the session's first order, kept in the journal) or ``sort`` (by key: the
+    same bytes for every session)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
     places: tuple[tuple[str, str], ...] = Field(min_length=1)
     enums: bool = False
+    order: Literal["first", "sort"] = "first"
 
     @field_validator("places")
     @classmethod

@@ -72,6 +72,14 @@ def run(requests: list[dict], stabilizer: Stabilizer | None = None) -> list[dict
     return [stabilizer.stabilize_sync(copy.deepcopy(r), target=VLLM) for r in requests]
 
 
+def first_order() -> Stabilizer:
+    """The Gemini CLI listing declared with ``order: first`` (the session's first order) instead of the
+    profile's ``sort``; the settings' own listing comes before the profile's of the same name."""
+    name, _, places, enums = profiles.BY_NAME["gemini-cli"].listings[0]
+    return Stabilizer(Settings(path_check="absolute", listings=[{"name": name, "places": places, "enums": enums,
+                                                                 "order": "first"}]))
+
+
 def names(out: dict) -> tuple[list[str], list[str], list[str]]:
     text = out["messages"][0]["content"]
     tool = next(t for t in out["tools"] if t["function"]["name"] == "activate_skill")
@@ -80,9 +88,23 @@ def names(out: dict) -> tuple[list[str], list[str], list[str]]:
             tool["function"]["parameters"]["properties"]["name"]["enum"])
 
 
-def test_a_resumed_process_listing_the_skills_in_another_order_gets_the_sessions_order():
-    first, moved = ["antigravity-support", "skill-creator"], ["skill-creator", "antigravity-support"]
+def test_the_profile_sorts_the_skills_in_all_three_places_every_request():
+    """Gemini CLI's profile: by name, so every session of the kind sends the same head bytes."""
+    moved, first = ["skill-creator", "antigravity-support"], ["antigravity-support", "skill-creator"]
     st_ = Stabilizer(Settings(path_check="absolute"))
+    outs = run([request(moved, 0), request(first, 1), request(moved, 2)], st_)
+    for out in outs:
+        assert names(out) == (first, first, first)
+        assert out["messages"][0] == outs[0]["messages"][0] and out["tools"] == outs[0]["tools"]
+    assert st_.stats["drift"] == 0
+    three = ["skill-creator", "release-notes", "antigravity-support"]
+    assert names(run([request(three, 0)])[0]) == (sorted(three),) * 3
+    assert outs[1]["tools"][0] == READ  # the read tool's own enum is another list: never touched
+
+
+def test_a_resumed_process_listing_the_skills_in_another_order_gets_the_sessions_order():
+    first, moved = ["skill-creator", "antigravity-support"], ["antigravity-support", "skill-creator"]
+    st_ = first_order()
     outs = run([request(first, 0), request(first, 1), request(moved, 2), request(moved, 3)], st_)
     for out in outs:
         assert names(out) == (first, first, first)
@@ -96,7 +118,7 @@ def test_a_resumed_process_listing_the_skills_in_another_order_gets_the_sessions
 def test_a_skill_added_or_removed_passes_and_its_order_is_the_sessions_from_then_on():
     two, three = ["skill-creator", "antigravity-support"], ["release-notes", "antigravity-support", "skill-creator"]
     outs = run([request(two, 0), request(three, 1), request(list(reversed(three)), 2), request(two, 3),
-                request(list(reversed(two)), 4)])
+                request(list(reversed(two)), 4)], first_order())
     assert names(outs[0])[0] == two
     assert names(outs[1]) == (three, three, three)  # a genuine change: as sent
     assert names(outs[2]) == (three, three, three)  # then kept in that order
@@ -105,12 +127,13 @@ def test_a_skill_added_or_removed_passes_and_its_order_is_the_sessions_from_then
 
 
 def test_only_the_listing_moves_and_a_place_that_differs_is_left_alone():
-    first = ["antigravity-support", "skill-creator"]
+    first = ["skill-creator", "antigravity-support"]
     out = run([request(first, 0), request(list(reversed(first)), 1, tail="A changed hook line.",
-                                          tool_order=["antigravity-support", "skill-creator", "release-notes"])])[1]
+                                          tool_order=["skill-creator", "antigravity-support", "release-notes"])],
+              first_order())[1]
     assert out["messages"][0]["content"] == head(first, "A changed hook line.")  # the other change passes
     text, listed, enum = names(out)
-    assert listed == enum == ["antigravity-support", "skill-creator", "release-notes"]  # another set: as sent
+    assert listed == enum == ["skill-creator", "antigravity-support", "release-notes"]  # another set: as sent
 
 
 def test_without_the_profile_nothing_is_reordered_and_a_duplicate_is_left_alone():
@@ -121,6 +144,7 @@ def test_without_the_profile_nothing_is_reordered_and_a_duplicate_is_left_alone(
     assert names(run(plain)[1])[0] == moved
     doubled = [request(first, 0), request(["skill-creator", "skill-creator"], 1)]
     assert names(run(doubled)[1])[0] == ["skill-creator", "skill-creator"]
+    assert names(run(doubled, first_order())[1])[0] == ["skill-creator", "skill-creator"]
 
 
 def test_the_recorded_order_lives_in_the_journal():
@@ -137,13 +161,15 @@ def test_the_recorded_order_lives_in_the_journal():
 def test_properties_the_first_order_holds_and_nothing_else_changes(orders, shrink):
     orders = [list(o[:2]) if cut else list(o) for o, cut in zip(orders, shrink)]
     requests = [request(order, turn) for turn, order in enumerate(orders)]
-    outs = run(requests)
-    assert run(requests) == outs  # deterministic
+    outs = run(requests, first_order())
+    assert run(requests, first_order()) == outs  # deterministic
+    sorted_outs = run(requests)  # the profile's own: sorted
     recorded = orders[0]
-    for order, req, out in zip(orders, requests, outs):
+    for order, req, out, by_name in zip(orders, requests, outs, sorted_outs):
         if sorted(order) != sorted(recorded):
             recorded = order  # another set of skills: as sent, and the session's order from then on
         assert names(out) == (recorded, recorded, recorded)
+        assert names(by_name) == (sorted(order),) * 3
         # a permutation of the entries and nothing else: the same text and tools once sorted
         entry = re.compile(r"  <skill>\n    <name>[^<]+</name>\n.*?\n  </skill>\n", re.S)
 

@@ -9,14 +9,17 @@ conversation prefilled again on a resume; seen in one of three test runs).
 
 A profile declares such a list (``listings``): where it stands (a region regex with a group
 ``list``, and the regex of one entry in it with a group ``key``, searched in every head text
-and tool description), and whether a tool's ``enum`` of exactly its keys is the same list.
-The first order the session sent, taken from the first place it is found (the head first,
+and tool description), whether a tool's ``enum`` of exactly its keys is the same list, and
+the order to send: ``sort`` (by key, on every request: every session of the kind sends the
+same bytes, so sessions share the head on a replica whatever order each found its list in;
+Gemini CLI's profile) or ``first``. With ``first``, the first order the session sent, taken from the first place it is found (the head first,
 then the tool descriptions, then the enums), is recorded in the journal (``listings``: the
 list's name and a hash of each key, in order). On a later request, every place whose keys
 are exactly the recorded ones in another order is written back in the recorded order, entry
 by entry (the text between entries stays where it is). A place whose keys differ (a skill
 added or removed: a genuine change) passes as sent, and where the first place found differs,
-its order is recorded as the session's from then on. A place with a key twice is left alone.
+its order is recorded as the session's from then on (with ``sort`` such a place is sorted by
+its own keys where the first place holds the same ones). A place with a key twice is left alone.
 """
 from __future__ import annotations
 
@@ -148,6 +151,24 @@ def _first_order(view: View, listing) -> list[str] | None:
     return None
 
 
+def _sorted_order(view: View, listing) -> list[str] | None:
+    """``order: sort``: the hashes of the first place's keys, by key."""
+    for text in view.head:
+        runs = _runs(text, listing.places) if isinstance(text, str) else []
+        if runs:
+            return [_hash(k) for k in sorted(min(runs, key=lambda run: run[0][0])[1])]
+    for tool in view.tools or ():
+        description, _ = _description_of(tool)
+        runs = _runs(description, listing.places) if description else []
+        if runs:
+            return [_hash(k) for k in sorted(min(runs, key=lambda run: run[0][0])[1])]
+    if listing.enums:
+        for tool in view.tools or ():
+            for enum in _enums(tool):
+                return [_hash(v) for v in sorted(enum)]
+    return None
+
+
 def keep_listing_order(view: View, journal: Journal, ctx: Context) -> tuple[View, Journal, list[Event]]:
     listings = ctx.settings.listings
     if not listings or (not view.head and not view.tools):
@@ -158,10 +179,15 @@ def keep_listing_order(view: View, journal: Journal, ctx: Context) -> tuple[View
         first = _first_order(view, listing)
         if first is None:
             continue
-        order = list(recorded.get(listing.name, ()))
-        if not order or sorted(order) != sorted(first):
-            recorded[listing.name] = tuple(first)  # the session's first order, or a genuine change: as sent
-            continue
+        if listing.order == "sort":
+            order = _sorted_order(view, listing)
+            if order is None:
+                continue
+        else:
+            order = list(recorded.get(listing.name, ()))
+            if not order or sorted(order) != sorted(first):
+                recorded[listing.name] = tuple(first)  # the session's first order, or a genuine change: as sent
+                continue
         if len(set(order)) != len(order):
             continue
         head = tuple(_reorder_text(t, listing.places, order) if isinstance(t, str) else t for t in view.head)
