@@ -29,8 +29,8 @@ from .sections import text_digest
 from .rules.billing import is_billing_block
 from .rules.paths import link_target
 from .journal import Journal, content_hash, unmarked
-from .session import (DERIVED, compaction_answer, continuation_key, continued_summary, first_answer, first_user_text,
-                      identify, scoped_key, workspace)
+from .session import (DERIVED, compaction_answer, continuation_key, continued_summary, first_user_text, identify,
+                      scoped_key, workspace)
 from .settings import Settings
 from .metrics import Stats
 from .sinks import Sinks
@@ -379,8 +379,7 @@ class Stabilizer:
             base = base.rsplit("\x00", 1)[0] if "\x00" in base else None
         if not compaction and base is not None and base.rsplit("\x00", 1)[-1].startswith("aux:"):
             return ()  # another auxiliary call: no stream of its own to compact
-        anchor = (identity.tenant, profile.name, ws, content_hash(first_user_text(view, profile)),
-                  first_answer(view, profile), base)
+        anchor = (identity.tenant, profile.name, ws, content_hash(first_user_text(view, profile)), identity.answer, base)
         if compaction:
             stream = self.anchors.get(anchor)
             if stream is not None and call_id:

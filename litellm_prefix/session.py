@@ -143,7 +143,7 @@ def _typed_content(content: Any, rules: tuple) -> Any:
     if not blocks:
         return content
     cut: dict[int, int] = {}
-    for index, _, stop, *_ in blocks:
+    for index, _, stop, _ in blocks:
         cut[index] = stop
     if isinstance(content, str):
         return content[cut[0]:].lstrip() or None
@@ -535,8 +535,7 @@ class Identity:
     stream: str | None
     fresh: bool = False
     tenant: str = "local"
-    # An auxiliary call's: the journal key of the stream it serves (a compaction's session), else None.
-    parent_key: str | None = None
+    answer: str | None = None  # a derived session's first answer (``first_answer``), part of its key
 
 
 def identify(data: Mapping[str, Any], view: View, profile: "Profile | None" = None,
@@ -545,14 +544,10 @@ def identify(data: Mapping[str, Any], view: View, profile: "Profile | None" = No
     stream = session_stream(data, view, profile, session)
     tenant = tenant_of(data, api_key_hash, team_id)
     scoped = session if stream is None else f"{session}\x00{stream}"
-    parent = None
-    if stream is not None and (parts := stream.split("\x00"))[-1].startswith("aux:"):
-        parent = session if len(parts) == 1 else "\x00".join([session, *parts[:-1]])
     cache_key = scoped_key(tenant, scoped)
     affinity_key = scoped_key(tenant, session)
     if source != DERIVED:
-        return Identity(cache_key, cache_key, affinity_key, session, source, stream, tenant=tenant,
-                        parent_key=parent and scoped_key(tenant, parent))
+        return Identity(cache_key, cache_key, affinity_key, session, source, stream, tenant=tenant)
     if not any(field_of(item, "role") == "user" for item in view.body):
         affinity_key = None
     answer = first_answer(view, profile)
@@ -560,7 +555,7 @@ def identify(data: Mapping[str, Any], view: View, profile: "Profile | None" = No
         return Identity(scoped_key(tenant, f"{scoped}\x00first"), cache_key, affinity_key, session, source, stream,
                         fresh=True, tenant=tenant)
     return Identity(scoped_key(tenant, f"{scoped}\x00{answer}"), cache_key, affinity_key, session, source, stream,
-                    tenant=tenant, parent_key=parent and scoped_key(tenant, f"{parent}\x00{answer}"))
+                    tenant=tenant, answer=answer)
 
 
 # -- a compacted session goes on -----------------------------------------------------------

@@ -205,7 +205,7 @@ def _rules(declared):
 def test_blocks_stop_at_the_users_text():
     rules = _rules(CC_BLOCK)
     text = reminder("2026-12-03")
-    assert context_blocks([text, "hi"], rules) == [(0, 0, len(text) - 1, rules[0][2], 0)]
+    assert context_blocks([text, "hi"], rules) == [(0, 0, len(text) - 1, rules[0][2])]
     assert context_blocks(["hi " + text], rules) == []  # not at the start: the user's
     assert context_blocks([text[:-25]], rules) == []  # never closed: not the agent's block
     assert len(context_blocks([text + text], rules)) == 2  # one after another

@@ -58,7 +58,6 @@ import dataclasses
 import hashlib
 import re
 from functools import lru_cache
-from typing import Any
 
 from ..context import Context, Event, TextsNeeded, TextsToKeep
 from ..journal import Journal, LearnedLine, LearnState, Note, content_hash
@@ -268,17 +267,16 @@ def first_user(body: tuple) -> int | None:
     return None
 
 
-def context_blocks(texts: list[str], rules) -> list[tuple[int, int, int, tuple, int]]:
-    """(text index, start, end, presets, rule) of each declared block at the start of the first user
-    message (``rule``: the block's place in ``rules``): blocks follow one another from the start of
-    its first text part (whitespace between them), into the next part only where a block ends its
-    part. The first text that is no declared block (the user's own) ends the search: nothing after
-    it is ever read."""
+def context_blocks(texts: list[str], rules) -> list[tuple[int, int, int, tuple]]:
+    """(text index, start, end, presets) of each declared block at the start of the first user
+    message: blocks follow one another from the start of its first text part (whitespace between
+    them), into the next part only where a block ends its part. The first text that is no declared
+    block (the user's own) ends the search: nothing after it is ever read."""
     found = []
     for index, text in enumerate(texts):
         at = 0
         while at < len(text):
-            for which, (start, end, presets) in enumerate(rules):
+            for start, end, presets in rules:
                 opened = start.match(text, at)
                 if opened is None:
                     continue
@@ -289,7 +287,7 @@ def context_blocks(texts: list[str], rules) -> list[tuple[int, int, int, tuple, 
                     if closed is None:
                         continue  # not closed: not the agent's block
                     stop = closed.end()
-                found.append((index, at, stop, presets, which))
+                found.append((index, at, stop, presets))
                 at = stop
                 while at < len(text) and text[at] in " \t\r\n":
                     at += 1
@@ -312,17 +310,22 @@ def _pin_context_spans(view: View, journal: Journal, ctx: Context) -> tuple[View
     if isinstance(content, str):
         positions, texts = [None], [content]
     elif isinstance(content, list):
-        positions, texts = _text_parts(content)
+        positions, texts = [], []
+        for position, part in enumerate(content):
+            if not (isinstance(part, dict) and part.get("type") in _CONTEXT_PART_TYPES
+                    and isinstance(part.get("text"), str)):
+                break  # the blocks are at the start: an image or another part ends them
+            positions.append(position)
+            texts.append(part["text"])
     else:
         return view, journal, []
-    rules = _context_rules(tuple(ctx.settings.first_user_context))
-    blocks = context_blocks(texts, rules)
-    events: list[Event] = []
+    blocks = context_blocks(texts, _context_rules(tuple(ctx.settings.first_user_context)))
     if not blocks:
-        return _with_first(view, where, message, content, events), journal, events
+        return view, journal, []
+    events: list[Event] = []
     edits: list[tuple[int, int, int, str]] = []
     done: set[str] = set()
-    for index, start, stop, presets, _ in blocks:
+    for index, start, stop, presets in blocks:
         for name, pattern in presets:
             if name in done:
                 continue  # the first match in the message wins, as in the head
@@ -337,7 +340,7 @@ def _pin_context_spans(view: View, journal: Journal, ctx: Context) -> tuple[View
             if pinned is not None:
                 edits.append((index, begin, end, pinned))
     if not edits:
-        return _with_first(view, where, message, content, events), journal, events
+        return view, journal, events
     for index, begin, end, pinned in sorted(edits, reverse=True):
         texts[index] = texts[index][:begin] + pinned + texts[index][end:]
     if positions == [None]:
@@ -347,29 +350,10 @@ def _pin_context_spans(view: View, journal: Journal, ctx: Context) -> tuple[View
         for position, text in zip(positions, texts):
             if text != content[position]["text"]:
                 new_content[position] = {**content[position], "text": text}
-    events.append(Event("volatile", {"name": "first-user", "action": "pin", "spans": len(edits)}))
-    return _with_first(view, where, message, new_content, events), journal, events
-
-
-def _text_parts(content: list) -> tuple[list[int], list[str]]:
-    """The places and texts of the text parts that start ``content``: the blocks are at the start,
-    so an image or another part ends them."""
-    positions, texts = [], []
-    for position, part in enumerate(content):
-        if not (isinstance(part, dict) and part.get("type") in _CONTEXT_PART_TYPES and isinstance(part.get("text"), str)):
-            break
-        positions.append(position)
-        texts.append(part["text"])
-    return positions, texts
-
-
-def _with_first(view: View, where: int, message: dict, content: Any, events: list[Event]) -> View:
-    """``view`` with the first user message's content ``content`` (the same view where nothing changed)."""
-    if content is message.get("content"):
-        return view
     body = list(view.body)
-    body[where] = {**message, "content": content}
-    return view.replace(body=tuple(body))
+    body[where] = {**message, "content": new_content}
+    events.append(Event("volatile", {"name": "first-user", "action": "pin", "spans": len(edits)}))
+    return view.replace(body=tuple(body)), journal, events
 
 
 # -- 2. learned lines -----------------------------------------------------------------
