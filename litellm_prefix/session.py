@@ -75,7 +75,7 @@ from typing import TYPE_CHECKING, Any
 from .journal import content_hash, unmarked
 from .rules.volatile import context_blocks
 from .sections import segment_memo
-from .view import View, field_of
+from .view import TEXT_PART_TYPES, View, field_of, is_user_message
 
 if TYPE_CHECKING:
     from .profiles import Profile
@@ -116,9 +116,6 @@ def _content_text(content: Any) -> str:
     return ""
 
 
-_TEXT_PARTS = ("text", "input_text")
-
-
 @lru_cache(maxsize=64)
 def _block_rules(blocks: tuple[tuple[str, str, tuple[str, ...]], ...]) -> tuple:
     """A profile's ``first_user_context`` compiled the way ``context_blocks`` reads them."""
@@ -134,7 +131,7 @@ def _typed_content(content: Any, rules: tuple) -> Any:
     elif isinstance(content, (list, tuple)):
         texts = []
         for part in content:
-            if not (field_of(part, "type") in _TEXT_PARTS and isinstance(field_of(part, "text"), str)):
+            if not (field_of(part, "type") in TEXT_PART_TYPES and isinstance(field_of(part, "text"), str)):
                 break
             texts.append(field_of(part, "text"))
     else:
@@ -158,10 +155,6 @@ def _typed_content(content: Any, rules: tuple) -> Any:
     return parts or None
 
 
-def _is_user_message(item: Any) -> bool:
-    return field_of(item, "role") == "user" and field_of(item, "type") in (None, "message")
-
-
 def first_typed(view: View, profile: "Profile | None") -> tuple[int, Any] | None:
     """(index, content) of the conversation's first typed text: the first user message with the
     profile's declared context blocks at its start taken off (``first_user_context``: Gemini CLI's
@@ -171,7 +164,7 @@ def first_typed(view: View, profile: "Profile | None") -> tuple[int, Any] | None
     the first user message is the agent's). Where the reply is not the declared one, the context
     message stands as the prompt (the key is then as fine as the whole message). None: no user message."""
     body = view.body
-    first = next((index for index, item in enumerate(body) if _is_user_message(item)), None)
+    first = next((index for index, item in enumerate(body) if is_user_message(item)), None)
     if first is None:
         return None
     content = field_of(body[first], "content")
@@ -186,7 +179,7 @@ def first_typed(view: View, profile: "Profile | None") -> tuple[int, Any] | None
             return first, content
         at += 1
     for index in range(at, len(body)):
-        if _is_user_message(body[index]):
+        if is_user_message(body[index]):
             return index, field_of(body[index], "content")
     return first, content  # (no prompt yet after the context: the context stands for it)
 
@@ -446,7 +439,7 @@ def _first_prompt(view: View, profile: "Profile") -> str | None:
     body = view.body
     while True:
         text = _content_text(content).lstrip()
-        following = index + 1 < len(body) and _is_user_message(body[index + 1])
+        following = index + 1 < len(body) and is_user_message(body[index + 1])
         if not following or not any(_re(pattern).match(text) for pattern in profile.stream_by_first_prompt):
             return text
         index += 1

@@ -103,12 +103,36 @@ def field_of(item: Any, key: str) -> Any:
 
 
 SYSTEM_ROLES = frozenset({"system", "developer"})
+TEXT_PART_TYPES = frozenset({"text", "input_text"})  # a text part: chat and Anthropic ``text``, Responses ``input_text``
+
+
+def is_user_message(item: Any) -> bool:
+    """A user message (chat message or Responses ``message`` item)."""
+    return field_of(item, "role") == "user" and field_of(item, "type") in (None, "message")
 
 
 def is_system_message(item: Any) -> bool:
     """A system or developer message (chat message or Responses ``message`` item)."""
     return (type(item) is dict or isinstance(item, Mapping)) and item.get("role") in SYSTEM_ROLES \
         and item.get("type", "message") == "message"
+
+
+def tool_description(tool: Any) -> str | None:
+    """A tool's description in any shape: OpenAI ``function.description``, Anthropic/Responses ``description``."""
+    if not isinstance(tool, dict):
+        return None
+    function = tool.get("function")
+    if isinstance(function, dict):
+        return function.get("description")
+    return tool.get("description")
+
+
+def with_tool_description(tool: dict, description: str) -> dict:
+    """``tool`` (a copy) with ``description`` where ``tool_description`` reads it."""
+    function = tool.get("function")
+    if isinstance(function, dict):
+        return {**tool, "function": {**function, "description": description}}
+    return {**tool, "description": description}
 
 
 def tool_name(tool: Any) -> str:

@@ -31,7 +31,7 @@ from typing import Any
 from ..context import Context, Event
 from ..journal import Journal, content_hash
 from ..sections import memo
-from ..view import View
+from ..view import View, tool_description, with_tool_description
 
 _KEY = 12  # hex characters of a key's hash in the journal
 
@@ -83,16 +83,9 @@ def _reorder_text(text: str, places, order: list[str]) -> str:
     return "".join(pieces)
 
 
-def _description_of(tool: Any) -> tuple[str | None, str | None]:
-    """(the description, where it is: "function" or "") of a tool in any shape."""
-    if not isinstance(tool, Mapping):
-        return None, None
-    function = tool.get("function")
-    if isinstance(function, Mapping):
-        value = function.get("description")
-        return (value, "function") if isinstance(value, str) else (None, None)
-    value = tool.get("description")
-    return (value, "") if isinstance(value, str) else (None, None)
+def _is_enum(name: str, item: Any) -> bool:
+    """A schema's ``enum`` of two or more strings."""
+    return name == "enum" and isinstance(item, list) and len(item) > 1 and all(isinstance(v, str) for v in item)
 
 
 def _enums(value: Any) -> list[list[str]]:
@@ -100,7 +93,7 @@ def _enums(value: Any) -> list[list[str]]:
     found: list[list[str]] = []
     if isinstance(value, Mapping):
         for name, item in value.items():
-            if name == "enum" and isinstance(item, list) and len(item) > 1 and all(isinstance(v, str) for v in item):
+            if _is_enum(name, item):
                 found.append(item)
             else:
                 found.extend(_enums(item))
@@ -115,7 +108,7 @@ def _reorder_enums(value: Any, order: list[str]) -> Any:
     if isinstance(value, Mapping):
         out, changed = {}, False
         for name, item in value.items():
-            if name == "enum" and isinstance(item, list) and len(item) > 1 and all(isinstance(v, str) for v in item):
+            if _is_enum(name, item):
                 hashes = [_hash(v) for v in item]
                 if hashes != order and sorted(hashes) == sorted(order) and len(set(hashes)) == len(hashes):
                     by = dict(zip(hashes, item))
@@ -132,40 +125,17 @@ def _reorder_enums(value: Any, order: list[str]) -> Any:
     return value
 
 
-def _first_order(view: View, listing) -> list[str] | None:
-    """The keys (hashes) of the first place the request lists them: head, tool descriptions, enums."""
+def _first_keys(view: View, listing) -> list[str] | None:
+    """The keys of the first place the request lists them, in its order: head, tool descriptions, enums."""
     places = listing.places
-    for text in view.head:
-        runs = _runs(text, places) if isinstance(text, str) else []
+    for text in (*(t for t in view.head if isinstance(t, str)), *(tool_description(t) for t in view.tools or ())):
+        runs = _runs(text, places) if isinstance(text, str) and text else []
         if runs:
-            return [_hash(k) for k in min(runs, key=lambda run: run[0][0])[1]]
-    for tool in view.tools or ():
-        description, _ = _description_of(tool)
-        runs = _runs(description, places) if description else []
-        if runs:
-            return [_hash(k) for k in min(runs, key=lambda run: run[0][0])[1]]
+            return min(runs, key=lambda run: run[0][0])[1]
     if listing.enums:
         for tool in view.tools or ():
             for enum in _enums(tool):
-                return [_hash(v) for v in enum]
-    return None
-
-
-def _sorted_order(view: View, listing) -> list[str] | None:
-    """``order: sort``: the hashes of the first place's keys, by key."""
-    for text in view.head:
-        runs = _runs(text, listing.places) if isinstance(text, str) else []
-        if runs:
-            return [_hash(k) for k in sorted(min(runs, key=lambda run: run[0][0])[1])]
-    for tool in view.tools or ():
-        description, _ = _description_of(tool)
-        runs = _runs(description, listing.places) if description else []
-        if runs:
-            return [_hash(k) for k in sorted(min(runs, key=lambda run: run[0][0])[1])]
-    if listing.enums:
-        for tool in view.tools or ():
-            for enum in _enums(tool):
-                return [_hash(v) for v in sorted(enum)]
+                return enum
     return None
 
 
@@ -176,13 +146,12 @@ def keep_listing_order(view: View, journal: Journal, ctx: Context) -> tuple[View
     events: list[Event] = []
     recorded = dict(journal.listings)
     for listing in listings:
-        first = _first_order(view, listing)
-        if first is None:
+        keys = _first_keys(view, listing)
+        if keys is None:
             continue
+        first = [_hash(k) for k in keys]
         if listing.order == "sort":
-            order = _sorted_order(view, listing)
-            if order is None:
-                continue
+            order = [_hash(k) for k in sorted(keys)]
         else:
             order = list(recorded.get(listing.name, ()))
             if not order or sorted(order) != sorted(first):
@@ -195,13 +164,12 @@ def keep_listing_order(view: View, journal: Journal, ctx: Context) -> tuple[View
         if tools:
             new_tools = []
             for tool in tools:
-                description, where = _description_of(tool)
+                description = tool_description(tool)
                 new = tool
-                if description:
+                if isinstance(description, str) and description:
                     text = _reorder_text(description, listing.places, order)
                     if text != description:
-                        new = ({**new, "function": {**new["function"], "description": text}} if where == "function"
-                               else {**new, "description": text})
+                        new = with_tool_description(new, text)
                 if listing.enums:
                     new = _reorder_enums(new, order)
                 new_tools.append(new)

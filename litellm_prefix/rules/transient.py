@@ -26,15 +26,14 @@ from typing import Any
 
 from ..context import Context, Event
 from ..journal import Journal, content_hash, unmarked
-from ..view import View, field_of
+from ..view import TEXT_PART_TYPES, View, field_of, is_user_message
 
 MAX_KEPT = 32  # messages whose transient parts the journal keeps (the newest)
-_TEXT_TYPES = frozenset({"text", "input_text"})
 
 
 def _transient(part: Any, patterns: Sequence[Any]) -> bool:
     text = field_of(part, "text")
-    return (field_of(part, "type") in _TEXT_TYPES and isinstance(text, str)
+    return (field_of(part, "type") in TEXT_PART_TYPES and isinstance(text, str)
             and any(p.fullmatch(text) for p in patterns))
 
 
@@ -52,10 +51,6 @@ def _key(item: Any) -> str:
     return content_hash(json.dumps(unmarked(item), sort_keys=True, ensure_ascii=False, default=str))
 
 
-def _is_user(item: Any) -> bool:
-    return field_of(item, "role") == "user" and field_of(item, "type") in (None, "message")
-
-
 def keep_transient_parts(view: View, journal: Journal, ctx: Context) -> tuple[View, Journal, list[Event]]:
     patterns = ctx.settings.transient_parts_res
     if not patterns or not view.body:
@@ -71,7 +66,7 @@ def keep_transient_parts(view: View, journal: Journal, ctx: Context) -> tuple[Vi
             continue  # the newest message is the client's own request, never replayed yet
         item = body[index]
         content = item.get("content") if isinstance(item, dict) else None
-        if not _is_user(item) or not isinstance(content, list) or any(_transient(p, patterns) for p in content):
+        if not is_user_message(item) or not isinstance(content, list) or any(_transient(p, patterns) for p in content):
             continue
         if _key(item) != key:
             continue  # the message changed otherwise: as sent
@@ -90,7 +85,7 @@ def keep_transient_parts(view: View, journal: Journal, ctx: Context) -> tuple[Vi
     last = len(body) - 1
     item = body[last]
     content = item.get("content") if isinstance(item, dict) else None
-    if _is_user(item) and isinstance(content, list):
+    if is_user_message(item) and isinstance(content, list):
         found = [(position, part["text"]) for position, part in enumerate(content) if _transient(part, patterns)]
         key = _key(without_transient(item, patterns)) if found else None
         if found and (last not in kept or kept[last][0] != key):
@@ -103,4 +98,4 @@ def keep_transient_parts(view: View, journal: Journal, ctx: Context) -> tuple[Vi
 
 def _part_type(content: list) -> str:
     """The text part type the message uses (``input_text`` in a Responses item)."""
-    return next((field_of(p, "type") for p in content if field_of(p, "type") in _TEXT_TYPES), "text")
+    return next((field_of(p, "type") for p in content if field_of(p, "type") in TEXT_PART_TYPES), "text")

@@ -65,7 +65,7 @@ from ..profiles import NEVER_LEARNED
 from ..sections import memo, parse_head, section_digests, segment_memo
 from ..profile_data import TOOL_VOLATILE_PRESETS, VOLATILE_PRESETS
 from ..settings import ContextBlock
-from ..view import View, field_of
+from ..view import TEXT_PART_TYPES, View, field_of, is_user_message, tool_description, with_tool_description
 from .notes import tail_anchor
 
 # A run that may change without meaning anything new (blanked as NUMBER in a line's shape): a
@@ -148,12 +148,12 @@ def _pin_named_spans(view: View, journal: Journal, ctx: Context) -> tuple[View, 
             view = view.replace(head=tuple(head))
     rules = ctx.settings.tool_volatile_rules
     if rules and view.tools:
-        descriptions = [_description(tool) for tool in view.tools]
+        descriptions = [tool_description(tool) for tool in view.tools]
         texts = [d if isinstance(d, str) else "" for d in descriptions]
         pinned, journal = _pin_in_texts(list(texts), rules, journal, ctx, events)
         if pinned != texts:
             view = view.replace(tools=tuple(
-                tool if new == old else _with_description(tool, new)
+                tool if new == old else with_tool_description(tool, new)
                 for tool, old, new in zip(view.tools, texts, pinned)))
     return view, journal, events
 
@@ -224,27 +224,9 @@ def _pinned_value(journal: Journal, key: str, value: str, ctx: Context, events: 
     return journal, (pinned if value != pinned else None)
 
 
-def _description(tool) -> str | None:
-    """A tool's description in any shape: OpenAI ``function.description``, Anthropic/Responses ``description``."""
-    if not isinstance(tool, dict):
-        return None
-    function = tool.get("function")
-    if isinstance(function, dict):
-        return function.get("description")
-    return tool.get("description")
-
-
-def _with_description(tool: dict, description: str) -> dict:
-    function = tool.get("function")
-    if isinstance(function, dict):
-        return {**tool, "function": {**function, "description": description}}
-    return {**tool, "description": description}
-
-
 # -- 1b. named rules inside the agent's context blocks of the first user message -----------
 
 CONTEXT_PREFIX = "first-user:"  # journal name of a preset pinned inside a context block
-_CONTEXT_PART_TYPES = frozenset({"text", "input_text"})
 
 
 def context_note(name: str, value: str) -> str:
@@ -262,7 +244,7 @@ def _context_rules(blocks: tuple[ContextBlock, ...]):
 
 def first_user(body: tuple) -> int | None:
     for index, item in enumerate(body):
-        if field_of(item, "role") == "user" and field_of(item, "type") in (None, "message"):
+        if is_user_message(item):
             return index
     return None
 
@@ -312,7 +294,7 @@ def _pin_context_spans(view: View, journal: Journal, ctx: Context) -> tuple[View
     elif isinstance(content, list):
         positions, texts = [], []
         for position, part in enumerate(content):
-            if not (isinstance(part, dict) and part.get("type") in _CONTEXT_PART_TYPES
+            if not (isinstance(part, dict) and part.get("type") in TEXT_PART_TYPES
                     and isinstance(part.get("text"), str)):
                 break  # the blocks are at the start: an image or another part ends them
             positions.append(position)
