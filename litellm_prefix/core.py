@@ -29,7 +29,7 @@ from .sections import text_digest
 from .rules.billing import is_billing_block
 from .rules.paths import link_target
 from .journal import Journal, content_hash, unmarked
-from .session import (DERIVED, compaction_answer, continuation_key, continued_summary, first_user_text, identify,
+from .session import (DERIVED, compaction_answers, continuation_key, continued_summary, first_user_text, identify,
                       scoped_key, workspace)
 from .settings import Settings
 from .metrics import Stats
@@ -402,18 +402,19 @@ class Stabilizer:
             return
         try:
             stream, tenant, profile, ws = pending
-            summary = compaction_answer(profile, answer_text(response) or "")
-            if summary is None:
+            summaries = compaction_answers(profile, answer_text(response) or "")
+            if not summaries:
                 return
-            link = continuation_key(tenant, profile, ws, summary)
             loaded = await self.store.load(stream)
             if not loaded.journal:
                 return
-            there = await self.store.load(link)
-            if there.journal is None:
-                journal = _decoded(loaded.journal)
-                await self.store.save(link, there, loaded.journal, journal_text_refs(journal), dict(loaded.texts))
-                self.stats["compaction_links"] += 1
+            refs = journal_text_refs(_decoded(loaded.journal))
+            for summary in summaries:
+                link = continuation_key(tenant, profile, ws, summary)
+                there = await self.store.load(link)
+                if there.journal is None:
+                    await self.store.save(link, there, loaded.journal, refs, dict(loaded.texts))
+                    self.stats["compaction_links"] += 1
         except Exception as exc:
             self.stats["errors"] += 1
             logger.error("litellm-prefix: internal error keeping a compacted session (%s)\n%s",

@@ -561,13 +561,12 @@ def continuation_key(tenant: str, profile: "Profile", workspace: str, summary: s
     return scoped_key(tenant, f"continued\x00{profile.name}\x00{workspace}\x00{content_hash(summary.strip())}")
 
 
-def compaction_answer(profile: "Profile", answer: str) -> str | None:
-    """The summary an agent makes of its compaction call's ``answer`` (what it drops from it taken
-    out), as it will stand in the next request's first prompt; None where it has none."""
-    for _, drop in profile.compaction_summary:
-        summary = _re(drop).sub("", answer).strip() if drop else answer.strip()
-        return summary or None
-    return None
+def compaction_answers(profile: "Profile", answer: str) -> tuple[str, ...]:
+    """The summaries an agent may make of its compaction call's ``answer``, one per form of
+    ``Profile.compaction_summary`` (what that form drops taken out), as they would stand in the
+    next request's first prompt (``continued_summary`` matches any form); none where empty."""
+    found = (_re(drop).sub("", answer).strip() if drop else answer.strip() for _, drop in profile.compaction_summary)
+    return tuple(dict.fromkeys(summary for summary in found if summary))
 
 
 def continued_summary(view: View, profile: "Profile | None") -> str | None:
