@@ -29,7 +29,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 from harness.real_agents import harness  # noqa: E402
 
-SCENARIOS = {"a": "continuation+resume", "b": "second session", "c": "reinstall", "d": "subagent", "e": "compaction"}
+SCENARIOS = {"a": "continuation+resume", "b": "second session", "c": "reinstall", "d": "subagent", "e": "compaction",
+             "f": "edited rules"}
 
 
 def table(rows: list[dict]) -> list[dict]:
@@ -50,9 +51,20 @@ def table(rows: list[dict]) -> list[dict]:
             "inherited_note": bool(on and on["inherited_note"]),
             "detected": ",".join(sorted((on or {}).get("detected", {}))) or "-",
             "heads_with": on and on["heads"], "heads_without": off and off["heads"],
+            "genuine_with": (on or {}).get("genuine") or None, "genuine_without": (off or {}).get("genuine") or None,
+            "hidden": hidden_changes(on, off),
             "requests": base["requests"], "seconds": round((on or {}).get("seconds", 0) + (off or {}).get("seconds", 0), 1),
         })
     return out
+
+
+def hidden_changes(on: dict | None, off: dict | None) -> list[str]:
+    """Markers of scenario f the client sent (the run without the plugin showed them to the model)
+    that the run with the plugin did not show: a genuine change the plugin hid."""
+    if not on or not off:
+        return []
+    return [f"prompt {p}: {kind}" for p, seen in (off.get("genuine") or {}).items()
+            for kind, shown in seen.items() if shown and not (on.get("genuine") or {}).get(p, {}).get(kind)]
 
 
 def show(lines: list[dict]) -> None:
@@ -66,6 +78,13 @@ def show(lines: list[dict]) -> None:
               f"{fmt(x['ratio_with']):>8} {x['tool_errors_caused']:>4} {x['lost']:>4} {x['merged']:>6} "
               f"{'-' if x['heads_with'] is None else x['heads_with']:>5}  {x['detected']}")
     for x in lines:
+        if x["genuine_with"] or x["genuine_without"]:
+            def seen(g):
+                return " ".join(f"{p}:{','.join(k for k, v in kinds.items() if v) or '-'}" for p, kinds in (g or {}).items())
+            print(f"  {x['agent']} edited rules, shown to the model: with {seen(x['genuine_with'])}; "
+                  f"without {seen(x['genuine_without'])}")
+        for what in x["hidden"]:
+            print(f"  {x['agent']} edited rules: the plugin hid what the client sent ({what})")
         for call, text in x["tool_errors_detail"]:
             print(f"  {x['agent']} {x['scenario']}: a tool call failed with the plugin only: {text[:120]!r}")
 

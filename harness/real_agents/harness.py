@@ -17,6 +17,9 @@ a fresh git workspace, the agents' own continue flag for every later prompt:
   another path (``install.relocated``); it reads the docs the system prompt names.
 - ``d`` subagent (``subagent`` feature): one prompt whose script spawns the agent's subagent
   (Gemini CLI's ends by calling ``complete_task``; Codex's main agent waits for it).
+- ``f`` genuine change: the workspace's instructions file (``spec.instructions``) holds a rule;
+  between the 1st and the 2nd prompt the user edits the rule, and writes the agent's memory file
+  (``spec.memory``) where it has one. Whatever the client sends of the edit must reach the model.
 
 Every prompt starts with ``(agent: <name>)``: a request belongs to the agent whose tag it
 carries and to the run whose time window holds it (agents run two at a time; one agent's runs
@@ -44,6 +47,9 @@ received) and the plugin's JSONL log (its ``call`` records carry the model's req
   session") in the first request of a new session.
 - ``detected``: the profiles the plugin's log names for the agent's requests.
 - ``heads``: distinct system messages over session a's main stream (1: byte-identical).
+- ``genuine`` (scenario f): which of the markers the last request of each prompt showed the model:
+  ``old``/``new`` rule, ``memory``. With the plugin, every marker the client sent must be there
+  (the edited rule in the head as sent or in a note): the run without the plugin says what it sent.
 """
 from __future__ import annotations
 
@@ -220,14 +226,37 @@ def change_workspace(path: Path) -> None:
     (path / "README.md").write_text("# demo\n\nA small project the agents look at.\nNow with sub().\n")
 
 
+RULE = "Project rule: end every answer with the word {}."
+MARKERS = {"old": "rule-one-{}", "new": "rule-two-{}", "memory": "memory-two-{}"}
+
+
+def _marker(kind: str, spec: AgentSpec) -> str:
+    return MARKERS[kind].format(spec.name)
+
+
+def _local(spec: AgentSpec, ctx: RunContext, rel: str) -> Path:
+    if rel.startswith("~/"):
+        return ctx.home / rel[2:]
+    if rel.startswith("./"):
+        return ctx.workspace / rel[2:]
+    raise ValueError(f"{spec.name}: file {rel!r} must start with ~/ or ./")
+
+
+def write_rules(spec: AgentSpec, ctx: RunContext, edited: bool) -> None:
+    """Scenario f's instructions file (the rule before or after the user's edit), and after the edit
+    the agent's memory file, as a user or another session of the agent would leave them."""
+    path = _local(spec, ctx, spec.instructions)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("# Project\n\n" + RULE.format(_marker("new" if edited else "old", spec)) + "\n")
+    if edited and spec.memory is not None:
+        memory = _local(spec, ctx, spec.memory(ctx))
+        memory.parent.mkdir(parents=True, exist_ok=True)
+        memory.write_text(f"- The user's project codename is {_marker('memory', spec)}.\n")
+
+
 def _write_files(spec: AgentSpec, ctx: RunContext) -> None:
     for rel, text in spec.files(ctx).items():
-        if rel.startswith("~/"):
-            path = ctx.home / rel[2:]
-        elif rel.startswith("./"):
-            path = ctx.workspace / rel[2:]
-        else:
-            raise ValueError(f"{spec.name}: file {rel!r} must start with ~/ or ./")
+        path = _local(spec, ctx, rel)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
 
@@ -272,6 +301,8 @@ def scenario_prompts(spec: AgentSpec) -> dict[str, list[str]]:
                            f"agent (agent: {spec.name}) subtask @script: shell pwd, answer subdone; wait; answer delegated")]
     if "compaction" in spec.features and spec.compact_argv is not None:
         out["e"] = [prompt(spec, "After the compaction.", "answer compacted")]
+    out["f"] = [prompt(spec, "Follow the project rules.", "shell ls; answer ruled"),
+                prompt(spec, "I edited the rules.", "answer edited")]
     return out
 
 
@@ -315,6 +346,13 @@ def run_agent(spec: AgentSpec, env: Env, mode: str) -> list[Run]:
         ctx = RunContext(home=(root / "home-d"), workspace=make_workspace(root / "ws-d"), tz=DAY1, **base)
         ctx.home.mkdir(parents=True)
         go(ctx, "d", 1, prompts["d"][0], False)
+    # f: the user edits the project's rules (and the agent's memory) between two prompts
+    ctx = RunContext(home=(root / "home-f"), workspace=make_workspace(root / "ws-f"), tz=DAY1, **base)
+    ctx.home.mkdir(parents=True)
+    write_rules(spec, ctx, edited=False)
+    go(ctx, "f", 1, prompts["f"][0], False)
+    write_rules(spec, ctx, edited=True)
+    go(ctx, "f", 2, prompts["f"][1], True)
     return runs
 
 
@@ -513,6 +551,7 @@ def measure(spec: AgentSpec, mode: str, runs: list[Run], records: list[dict], ow
             for call_id, text in _tool_results(r["body"]).items():
                 if ERROR.search(text[:300]) and call_id not in [e[0] for e in errors]:
                     errors.append((call_id, text[:200]))
+        genuine: dict[str, dict[str, bool]] = {}
         lost = []
         issued: list[str] = []
         prompts_so_far: list[str] = []
@@ -527,6 +566,9 @@ def measure(spec: AgentSpec, mode: str, runs: list[Run], records: list[dict], ow
                 lost.append(f"prompt {run.prompt}: no request reached the model (rc {run.rc}: {run.output[-300:]!r})")
                 continue
             last = in_run[-1]["body"]
+            if scenario == "f":
+                shown = json.dumps(last, ensure_ascii=False)
+                genuine[str(run.prompt)] = {kind: _marker(kind, spec) in shown for kind in MARKERS}
             users = "\n".join(text_of(m.get("content")) for m in last.get("messages") or [] if m.get("role") == "user")
             lost += [f"prompt {run.prompt}: prompt {p!r} missing" for p in prompts_so_far if p not in users]
             calls_in, results = _call_keys(last), _tool_results(last)
@@ -552,7 +594,7 @@ def measure(spec: AgentSpec, mode: str, runs: list[Run], records: list[dict], ow
             "bound": bound, "ratio": round(actual / bound, 4) if bound else None,
             "tool_errors": errors, "lost": lost, "session_keys": sorted(session_keys),
             "main_keys": sorted(main_keys), "detected": dict(detected), "inherited_note": inherited,
-            "heads": len(heads), "merged": [],
+            "heads": len(heads), "merged": [], "genuine": genuine,
             "head_changes": head_changes([r["body"] for r in over]) if len(heads) > 1 else [],
         })
     return rows

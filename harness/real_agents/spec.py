@@ -47,6 +47,11 @@ class AgentSpec:
     # Code's memory extraction after a compaction): regexes at the start of the system text; never
     # the main stream.
     aux_heads: tuple[str, ...] = ()
+    # The project instructions file the agent reads from its workspace ("./AGENTS.md", "./CLAUDE.md"),
+    # and the memory file it keeps under its home for the workspace, if any (a function of the run:
+    # the path holds the workspace's); scenario f edits both between two prompts of one session.
+    instructions: str = "./AGENTS.md"
+    memory: Callable[[RunContext], str] | None = None
     timeout_s: float = 120.0
     notes: str = ""  # what was learned running it (flags, quirks), for the README table
 

@@ -30,6 +30,8 @@ Found by running each CLI through a real LiteLLM proxy in front of a recording s
 """
 from __future__ import annotations
 
+import re
+
 import json
 
 from harness.real_agents.spec import AgentSpec, RunContext
@@ -152,11 +154,17 @@ def _opencode_argv(ctx: RunContext, prompt: str, resume: bool) -> list[str]:
     return ["run", "--auto", *(["--continue"] if resume else []), "--", *prompt.split(" ")]
 
 
+def _claude_memory(ctx: RunContext) -> str:
+    """Auto memory's index: ``~/.claude/projects/<cwd, every other character than [A-Za-z0-9-] as ->/memory/``."""
+    return f"~/.claude/projects/{re.sub(r'[^A-Za-z0-9-]', '-', str(ctx.workspace))}/memory/MEMORY.md"
+
+
 SPECS = [
     AgentSpec(
         name="claude-code", package="@anthropic-ai/claude-code", version="2.1.332", bin="claude",
         route="messages", profile="claude-code", env=_claude_env, argv=_claude_argv,
         features=frozenset({"subagent", "compaction"}), compact_argv=_claude_compact, timeout_s=180.0,
+        instructions="./CLAUDE.md", memory=_claude_memory,
         notes="ANTHROPIC_BASE_URL + ANTHROPIC_AUTH_TOKEN, every model alias -> the group; -p "
               "--dangerously-skip-permissions (IS_SANDBOX=1 as root), --continue; /compact as the prompt"),
     AgentSpec(
