@@ -108,7 +108,8 @@ def main(argv: list[str]) -> int:
     try:
         proxy.wait_ready()
         started = time.monotonic()
-        rows = harness.run_specs(specs, proxy.url, proxy.key, model, log, work / "runs", ("off", "plugin"), args.parallel)
+        rows = harness.run_specs(specs, proxy.url, proxy.key, model, log, work / "runs", ("off", "plugin"), args.parallel,
+                                 proxy=proxy)
         seconds = time.monotonic() - started
     finally:
         proxy.stop()

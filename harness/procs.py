@@ -164,8 +164,9 @@ class Proxy:
         self.config_path.write_text(json.dumps(config, indent=2))  # JSON is valid YAML
         self.log = workdir / "proxy.log"
         self.workdir = workdir
-        self.env = {**(os.environ if base is None else base), **env, "LITELLM_MASTER_KEY": self.key,
-                    "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+        # PYTHONFAULTHANDLER: a crash of the interpreter leaves every thread's Python stack in the log.
+        self.env = {**(os.environ if base is None else base), "PYTHONFAULTHANDLER": "1", **env,
+                    "LITELLM_MASTER_KEY": self.key, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
         self.log.write_text("")
         self.start()
         # A cold 20k-token prefill on the tiny llama.cpp model takes 25 s on an idle 2-core machine

@@ -245,7 +245,7 @@ def test_every_spec_is_installable_with_the_wheels_node():
 
 def test_real_agents_through_the_proxy(proxy, scripted_model, e2e_dir):
     rows = harness.run_specs(harness.SPECS, proxy.url, proxy.key, scripted_model, proxy.prefix_log,
-                             e2e_dir / "real-agents", modes=("plugin",), parallel=2)
+                             e2e_dir / "real-agents", modes=("plugin",), parallel=2, proxy=proxy)
     by = {(r["agent"], r["scenario"]): r for r in rows}
     problems = []
     for spec in harness.SPECS:
@@ -273,7 +273,8 @@ def test_real_agents_through_the_proxy(proxy, scripted_model, e2e_dir):
                 problems.append(f"{where}: re-processed {row['ratio']}x the append-only bound "
                                 f"({row['reprocessed']} of {row['tokens']} tokens, bound {row['bound']})")
             if scenario == "f":  # every agent sends the edited rule (and its memory) on the next prompt
-                expected = {"1": {"old"}, "2": {"new"} | ({"memory"} if spec.memory else set())}
+                expected = {"1": {"old"}, "2": {"new"} | ({"memory"} if spec.memory else set())
+                            | ({"skill"} if "skills" in spec.features else set())}
                 shown = {p: {k for k, v in kinds.items() if v} for p, kinds in row["genuine"].items()}
                 missing = {p: sorted(kinds - shown.get(p, set())) for p, kinds in expected.items() if kinds - shown.get(p, set())}
                 if missing:
@@ -300,3 +301,22 @@ def test_head_changes_say_where_a_sessions_heads_differ():
     assert first["offset"] == at and first["lengths"] == [len(json.dumps(bodies[0]["messages"][0]))] * 2
     assert (first["before"], first["after"]) == (" is day 1 of the", " is day 2 of the")  # 8 either side
     assert harness.head_changes(bodies[:2]) == []
+
+
+def test_a_dead_proxy_stops_the_runs_at_once_with_the_end_of_its_log(tmp_path):
+    import subprocess
+    from types import SimpleNamespace
+
+    log = tmp_path / "proxy.log"
+    log.write_text("INFO: started\nFatal Python error: Segmentation fault\n")
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(3)"])
+    proc.wait()
+    env = harness.Env("http://127.0.0.1:9", "k", tmp_path, proxy=SimpleNamespace(proc=proc, log=log))
+    with pytest.raises(RuntimeError, match=r"exited \(rc 3\)(.|\n)*Segmentation fault"):
+        env.check_proxy()
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        harness.Env("u", "k", tmp_path, proxy=SimpleNamespace(proc=alive, log=log)).check_proxy()  # no error
+    finally:
+        alive.kill()
+        alive.wait()

@@ -18,8 +18,8 @@ a fresh git workspace, the agents' own continue flag for every later prompt:
 - ``d`` subagent (``subagent`` feature): one prompt whose script spawns the agent's subagent
   (Gemini CLI's ends by calling ``complete_task``; Codex's main agent waits for it).
 - ``f`` genuine change: the workspace's instructions file (``spec.instructions``) holds a rule;
-  between the 1st and the 2nd prompt the user edits the rule, and writes the agent's memory file
-  (``spec.memory``) where it has one. Whatever the client sends of the edit must reach the model.
+  between the 1st and the 2nd prompt the user edits the rule, writes the agent's memory file
+  (``spec.memory``) where it has one, and adds a skill to the workspace (``SKILL_DIRS``). Whatever the client sends of the edit must reach the model.
 
 Every prompt starts with ``(agent: <name>)``: a request belongs to the agent whose tag it
 carries and to the run whose time window holds it (agents run two at a time; one agent's runs
@@ -48,7 +48,7 @@ received) and the plugin's JSONL log (its ``call`` records carry the model's req
 - ``detected``: the profiles the plugin's log names for the agent's requests.
 - ``heads``: distinct system messages over session a's main stream (1: byte-identical).
 - ``genuine`` (scenario f): which of the markers the last request of each prompt showed the model:
-  ``old``/``new`` rule, ``memory``. With the plugin, every marker the client sent must be there
+  ``old``/``new`` rule, ``memory``, ``skill``. With the plugin, every marker the client sent must be there
   (the edited rule in the head as sent or in a note): the run without the plugin says what it sent.
 """
 from __future__ import annotations
@@ -202,6 +202,15 @@ class Env:
     api_key: str
     workdir: Path
     lock: threading.Lock = field(default_factory=threading.Lock)
+    proxy: Any = None  # the proxy (``harness.procs.Proxy``): a run checks it is still up first
+
+    def check_proxy(self) -> None:
+        """Fail at once where the proxy process has exited (every later run would only time out)."""
+        proc = getattr(self.proxy, "proc", None)
+        if proc is not None and proc.poll() is not None:
+            log = getattr(self.proxy, "log", None)
+            tail = log.read_text(errors="replace")[-3000:] if log is not None and log.exists() else ""
+            raise RuntimeError(f"the LiteLLM proxy exited (rc {proc.returncode}); the end of its log:\n{tail}")
 
 
 def _git(workspace: Path, *args: str) -> None:
@@ -227,7 +236,11 @@ def change_workspace(path: Path) -> None:
 
 
 RULE = "Project rule: end every answer with the word {}."
-MARKERS = {"old": "rule-one-{}", "new": "rule-two-{}", "memory": "memory-two-{}"}
+MARKERS = {"old": "rule-one-{}", "new": "rule-two-{}", "memory": "memory-two-{}", "skill": "skill-two-{}"}
+# Where the agents look for a workspace's skills (SKILL.md, the Agent Skills format); the edit adds one
+# to each, so every agent that lists a workspace's skills finds it.
+SKILL_DIRS = ("./.claude/skills", "./.agents/skills", "./.gemini/skills", "./.qwen/skills", "./.pi/skills",
+              "./.opencode/skill", "./.codex/skills")
 
 
 def _marker(kind: str, spec: AgentSpec) -> str:
@@ -252,6 +265,13 @@ def write_rules(spec: AgentSpec, ctx: RunContext, edited: bool) -> None:
         memory = _local(spec, ctx, spec.memory(ctx))
         memory.parent.mkdir(parents=True, exist_ok=True)
         memory.write_text(f"- The user's project codename is {_marker('memory', spec)}.\n")
+    if edited:
+        skill = _marker("skill", spec)
+        for rel in SKILL_DIRS:
+            path = _local(spec, ctx, f"{rel}/{skill}/SKILL.md")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(f"---\nname: {skill}\ndescription: Use when the user asks for the project's codename.\n"
+                            f"---\n\nAnswer with the codename {skill}.\n")
 
 
 def _write_files(spec: AgentSpec, ctx: RunContext) -> None:
@@ -317,6 +337,7 @@ def run_agent(spec: AgentSpec, env: Env, mode: str) -> list[Run]:
     prompts = scenario_prompts(spec)
 
     def go(ctx: RunContext, scenario: str, n: int, text: str, resume: bool) -> None:
+        env.check_proxy()
         run = Run(spec.name, mode, scenario, n, text, 0.0)
         runs.append(run_cli(spec, ctx, spec.argv(ctx, text, resume), run))
 
@@ -329,6 +350,7 @@ def run_agent(spec: AgentSpec, env: Env, mode: str) -> list[Run]:
     ctx = replace(ctx, tz=DAY2)
     go(ctx, "a", 3, prompts["a"][2], True)
     if "e" in prompts:  # e: session a compacted after the next-day resume, then a 4th prompt on what it left
+        env.check_proxy()
         run = Run(spec.name, mode, "e", 0, "", 0.0)
         runs.append(run_cli(spec, ctx, spec.compact_argv(ctx), run))
         go(ctx, "e", 4, prompts["e"][0], True)
@@ -613,11 +635,12 @@ def mark_merged(rows: list[dict]) -> None:
 
 
 def run_specs(specs: list[AgentSpec], proxy_url: str, api_key: str, model: ScriptedModel, prefix_log: Path | None,
-              workdir: Path, modes: tuple[str, ...] = ("plugin",), parallel: int = 2) -> list[dict]:
+              workdir: Path, modes: tuple[str, ...] = ("plugin",), parallel: int = 2, proxy: Any = None) -> list[dict]:
     """Every spec through every scenario in every mode (``parallel`` agents at a time): one row per
-    (agent, mode, scenario). The model and the proxy are the caller's."""
+    (agent, mode, scenario). The model and the proxy are the caller's (``proxy``: its process, to
+    stop at once with its log where it dies)."""
     install.install_all(specs)
-    env = Env(proxy_url, api_key, workdir)
+    env = Env(proxy_url, api_key, workdir, proxy=proxy)
     jobs = [(spec, mode) for spec in specs for mode in modes]
     # one agent's modes one after another (its requests are told apart by time), agents side by side
     by_agent: dict[str, list] = defaultdict(list)

@@ -163,21 +163,21 @@ SPECS = [
     AgentSpec(
         name="claude-code", package="@anthropic-ai/claude-code", version="2.1.332", bin="claude",
         route="messages", profile="claude-code", env=_claude_env, argv=_claude_argv,
-        features=frozenset({"subagent", "compaction"}), compact_argv=_claude_compact, timeout_s=180.0,
+        features=frozenset({"subagent", "compaction", "skills"}), compact_argv=_claude_compact, timeout_s=180.0,
         instructions="./CLAUDE.md", memory=_claude_memory,
         notes="ANTHROPIC_BASE_URL + ANTHROPIC_AUTH_TOKEN, every model alias -> the group; -p "
               "--dangerously-skip-permissions (IS_SANDBOX=1 as root), --continue; /compact as the prompt"),
     AgentSpec(
         name="codex", package="@openai/codex", version="0.171.0", bin="codex",
         route="responses", profile="codex", files=_codex_files, env=_codex_env, argv=_codex_argv,
-        features=frozenset({"subagent", "compaction"}), compact_argv=_codex_compact, timeout_s=180.0,
+        features=frozenset({"subagent", "compaction", "skills"}), compact_argv=_codex_compact, timeout_s=180.0,
         notes="config.toml model_provider (wire_api responses, env_key); exec "
               "--dangerously-bypass-approvals-and-sandbox --skip-git-repo-check, exec resume --last; "
               "auto-compaction by model_auto_compact_token_limit; spawn_agent in the multi_agent_v1 namespace"),
     AgentSpec(
         name="opencode", package="opencode-ai", version="1.18.33", bin="opencode",
         route="chat", profile="opencode", files=_opencode_files, env=_opencode_env, argv=_opencode_argv,
-        features=frozenset({"subagent"}), timeout_s=240.0,
+        features=frozenset({"subagent", "skills"}), timeout_s=240.0,
         notes="opencode.json @ai-sdk/openai-compatible provider; run --auto [--continue] -- <words>; "
               "title request per new session; task tool subagents (x-parent-session-id)"),
 ]

@@ -36,15 +36,16 @@ def _argv(ctx: RunContext, prompt: str, resume: bool) -> list[str]:
     return ["-p", "--offline", "--provider", "litellm", "--model", ctx.model, *(["-c"] if resume else []), prompt]
 
 
-def _pi(name: str, package: str, version: str, notes: str) -> AgentSpec:
+def _pi(name: str, package: str, version: str, notes: str, features: frozenset[str] = frozenset()) -> AgentSpec:
     return AgentSpec(name=name, package=package, version=version, bin="pi", route="chat", profile="pi",
                      files=_models_json, env=lambda ctx: {"PI_OFFLINE": "1"}, argv=_argv,
-                     features=frozenset({"reinstall", "docs"}), timeout_s=90.0, notes=notes)
+                     features=frozenset({"reinstall", "docs"}) | features, timeout_s=90.0, notes=notes)
 
 
 SPECS = [
     _pi("pi-0.73", "@mariozechner/pi-coding-agent", "0.73.1",
-        "models.json custom provider; -p, -c; no session header; date and install path in the system prompt"),
+        "models.json custom provider; -p, -c; no session header; date and install path in the system prompt",
+        frozenset({"skills"})),
     _pi("pi-1.6", "@earendil-works/pi-coding-agent", "1.6.0",
         "models.json custom provider; -p, -c; no session header; install path in the <docs> section, no date"),
 ]
