@@ -19,7 +19,8 @@ a fresh git workspace, the agents' own continue flag for every later prompt:
   (Gemini CLI's ends by calling ``complete_task``; Codex's main agent waits for it).
 - ``f`` genuine change: the workspace's instructions file (``spec.instructions``) holds a rule;
   between the 1st and the 2nd prompt the user edits the rule, writes the agent's memory file
-  (``spec.memory``) where it has one, and adds a skill to the workspace (``SKILL_DIRS``). Whatever the client sends of the edit must reach the model.
+  (``spec.memory``) where it has one, and adds a skill to the workspace (``SKILL_DIRS``); the 2nd
+  prompt reads an image (``logo.png``), which must reach the model as the client sends it. Whatever the client sends of the edit must reach the model.
 
 Every prompt starts with ``(agent: <name>)``: a request belongs to the agent whose tag it
 carries and to the run whose time window holds it (agents run two at a time; one agent's runs
@@ -48,7 +49,7 @@ received) and the plugin's JSONL log (its ``call`` records carry the model's req
 - ``detected``: the profiles the plugin's log names for the agent's requests.
 - ``heads``: distinct system messages over session a's main stream (1: byte-identical).
 - ``genuine`` (scenario f): which of the markers the last request of each prompt showed the model:
-  ``old``/``new`` rule, ``memory``, ``skill``. With the plugin, every marker the client sent must be there
+  ``old``/``new`` rule, ``memory``, ``skill``, ``image`` (its base64 bytes). With the plugin, every marker the client sent must be there
   (the edited rule in the head as sent or in a note): the run without the plugin says what it sent.
 """
 from __future__ import annotations
@@ -237,6 +238,22 @@ def change_workspace(path: Path) -> None:
 
 RULE = "Project rule: end every answer with the word {}."
 MARKERS = {"old": "rule-one-{}", "new": "rule-two-{}", "memory": "memory-two-{}", "skill": "skill-two-{}"}
+
+
+def tiny_png(size: int = 8) -> bytes:
+    """A ``size`` x ``size`` grey PNG (scenario f's image: an agent reads it, and its bytes must reach the model)."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    rows = b"".join(b"\x00" + bytes([0x80]) * size for _ in range(size))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", size, size, 8, 0, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+
+
+IMAGE_MARKER = __import__("base64").b64encode(tiny_png()).decode()  # the image's bytes, as a data URL or block holds them
 # Where the agents look for a workspace's skills (SKILL.md, the Agent Skills format); the edit adds one
 # to each, so every agent that lists a workspace's skills finds it.
 SKILL_DIRS = ("./.claude/skills", "./.agents/skills", "./.gemini/skills", "./.qwen/skills", "./.pi/skills",
@@ -322,7 +339,7 @@ def scenario_prompts(spec: AgentSpec) -> dict[str, list[str]]:
     if "compaction" in spec.features and spec.compact_argv is not None:
         out["e"] = [prompt(spec, "After the compaction.", "answer compacted")]
     out["f"] = [prompt(spec, "Follow the project rules.", "shell ls; answer ruled"),
-                prompt(spec, "I edited the rules.", "answer edited")]
+                prompt(spec, "I edited the rules; look at the logo.", "read logo.png; answer edited")]
     return out
 
 
@@ -371,6 +388,7 @@ def run_agent(spec: AgentSpec, env: Env, mode: str) -> list[Run]:
     # f: the user edits the project's rules (and the agent's memory) between two prompts
     ctx = RunContext(home=(root / "home-f"), workspace=make_workspace(root / "ws-f"), tz=DAY1, **base)
     ctx.home.mkdir(parents=True)
+    (ctx.workspace / "logo.png").write_bytes(tiny_png())
     write_rules(spec, ctx, edited=False)
     go(ctx, "f", 1, prompts["f"][0], False)
     write_rules(spec, ctx, edited=True)
@@ -590,7 +608,8 @@ def measure(spec: AgentSpec, mode: str, runs: list[Run], records: list[dict], ow
             last = in_run[-1]["body"]
             if scenario == "f":
                 shown = json.dumps(last, ensure_ascii=False)
-                genuine[str(run.prompt)] = {kind: _marker(kind, spec) in shown for kind in MARKERS}
+                genuine[str(run.prompt)] = {**{kind: _marker(kind, spec) in shown for kind in MARKERS},
+                                            "image": IMAGE_MARKER in shown}
             users = "\n".join(text_of(m.get("content")) for m in last.get("messages") or [] if m.get("role") == "user")
             lost += [f"prompt {run.prompt}: prompt {p!r} missing" for p in prompts_so_far if p not in users]
             calls_in, results = _call_keys(last), _tool_results(last)

@@ -127,7 +127,9 @@ def _opencode_files(ctx: RunContext) -> dict[str, str]:
             "npm": "@ai-sdk/openai-compatible",
             "name": "LiteLLM",
             "options": {"baseURL": f"{ctx.base_url}/v1", "apiKey": ctx.api_key},
-            "models": {ctx.model: {"name": ctx.model, "tool_call": True}},
+            # (attachment + modalities: the model takes images, so a read image goes to it)
+            "models": {ctx.model: {"name": ctx.model, "tool_call": True, "attachment": True,
+                                   "modalities": {"input": ["text", "image"], "output": ["text"]}}},
         }},
         "model": f"litellm/{ctx.model}",
         "small_model": f"litellm/{ctx.model}",
@@ -163,7 +165,7 @@ SPECS = [
     AgentSpec(
         name="claude-code", package="@anthropic-ai/claude-code", version="2.1.332", bin="claude",
         route="messages", profile="claude-code", env=_claude_env, argv=_claude_argv,
-        features=frozenset({"subagent", "compaction", "skills"}), compact_argv=_claude_compact, timeout_s=180.0,
+        features=frozenset({"subagent", "compaction", "skills", "images"}), compact_argv=_claude_compact, timeout_s=180.0,
         instructions="./CLAUDE.md", memory=_claude_memory,
         notes="ANTHROPIC_BASE_URL + ANTHROPIC_AUTH_TOKEN, every model alias -> the group; -p "
               "--dangerously-skip-permissions (IS_SANDBOX=1 as root), --continue; /compact as the prompt"),
@@ -177,7 +179,7 @@ SPECS = [
     AgentSpec(
         name="opencode", package="opencode-ai", version="1.18.33", bin="opencode",
         route="chat", profile="opencode", files=_opencode_files, env=_opencode_env, argv=_opencode_argv,
-        features=frozenset({"subagent", "skills"}), timeout_s=240.0,
+        features=frozenset({"subagent", "skills", "images"}), timeout_s=240.0,
         notes="opencode.json @ai-sdk/openai-compatible provider; run --auto [--continue] -- <words>; "
               "title request per new session; task tool subagents (x-parent-session-id)"),
 ]

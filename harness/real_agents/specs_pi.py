@@ -27,7 +27,8 @@ def _models_json(ctx: RunContext) -> dict[str, str]:
     config = {"providers": {"litellm": {
         "baseUrl": f"{ctx.base_url}/v1", "api": "openai-completions", "apiKey": ctx.api_key,
         "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False},
-        "models": [{"id": ctx.model, "contextWindow": 128000, "maxTokens": 4096}],
+        "models": [{"id": ctx.model, "contextWindow": 128000, "maxTokens": 4096,
+                    "input": ["text", "image"]}],  # (a read image goes to the model)
     }}}
     return {"~/.pi/agent/models.json": json.dumps(config, indent=2)}
 
@@ -39,7 +40,7 @@ def _argv(ctx: RunContext, prompt: str, resume: bool) -> list[str]:
 def _pi(name: str, package: str, version: str, notes: str, features: frozenset[str] = frozenset()) -> AgentSpec:
     return AgentSpec(name=name, package=package, version=version, bin="pi", route="chat", profile="pi",
                      files=_models_json, env=lambda ctx: {"PI_OFFLINE": "1"}, argv=_argv,
-                     features=frozenset({"reinstall", "docs"}) | features, timeout_s=90.0, notes=notes)
+                     features=frozenset({"reinstall", "docs", "images"}) | features, timeout_s=90.0, notes=notes)
 
 
 SPECS = [
