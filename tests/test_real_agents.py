@@ -275,7 +275,8 @@ def test_real_agents_through_the_proxy(proxy, scripted_model, e2e_dir):
             if scenario == "f":  # every agent sends the edited rule (and its memory) on the next prompt
                 expected = {"1": {"old"}, "2": {"new"} | ({"memory"} if spec.memory else set())
                             | ({"skill"} if "skills" in spec.features else set())
-                            | ({"image"} if "images" in spec.features else set())}
+                            | ({"image"} if "images" in spec.features else set())
+                            | ({"file"} if "tree" in spec.features else set())}
                 shown = {p: {k for k, v in kinds.items() if v} for p, kinds in row["genuine"].items()}
                 missing = {p: sorted(kinds - shown.get(p, set())) for p, kinds in expected.items() if kinds - shown.get(p, set())}
                 if missing:

@@ -19,7 +19,7 @@ a fresh git workspace, the agents' own continue flag for every later prompt:
   (Gemini CLI's ends by calling ``complete_task``; Codex's main agent waits for it).
 - ``f`` genuine change: the workspace's instructions file (``spec.instructions``) holds a rule;
   between the 1st and the 2nd prompt the user edits the rule, writes the agent's memory file
-  (``spec.memory``) where it has one, and adds a skill to the workspace (``SKILL_DIRS``); the 2nd
+  (``spec.memory``) where it has one, and adds a file and a skill to the workspace (``SKILL_DIRS``); the 2nd
   prompt reads an image (``logo.png``), which must reach the model as the client sends it. Whatever the client sends of the edit must reach the model.
 
 Every prompt starts with ``(agent: <name>)``: a request belongs to the agent whose tag it
@@ -49,7 +49,7 @@ received) and the plugin's JSONL log (its ``call`` records carry the model's req
 - ``detected``: the profiles the plugin's log names for the agent's requests.
 - ``heads``: distinct system messages over session a's main stream (1: byte-identical).
 - ``genuine`` (scenario f): which of the markers the last request of each prompt showed the model:
-  ``old``/``new`` rule, ``memory``, ``skill``, ``image`` (its base64 bytes). With the plugin, every marker the client sent must be there
+  ``old``/``new`` rule, ``memory``, ``skill``, ``file`` (its name), ``image`` (its base64 bytes). With the plugin, every marker the client sent must be there
   (the edited rule in the head as sent or in a note): the run without the plugin says what it sent.
 """
 from __future__ import annotations
@@ -237,7 +237,8 @@ def change_workspace(path: Path) -> None:
 
 
 RULE = "Project rule: end every answer with the word {}."
-MARKERS = {"old": "rule-one-{}", "new": "rule-two-{}", "memory": "memory-two-{}", "skill": "skill-two-{}"}
+MARKERS = {"old": "rule-one-{}", "new": "rule-two-{}", "memory": "memory-two-{}", "skill": "skill-two-{}",
+           "file": "file-two-{}"}
 
 
 def tiny_png(size: int = 8) -> bytes:
@@ -282,7 +283,8 @@ def write_rules(spec: AgentSpec, ctx: RunContext, edited: bool) -> None:
         memory = _local(spec, ctx, spec.memory(ctx))
         memory.parent.mkdir(parents=True, exist_ok=True)
         memory.write_text(f"- The user's project codename is {_marker('memory', spec)}.\n")
-    if edited:
+    if edited:  # a new file (an agent that sends the folder tree shows it) and a new skill
+        (ctx.workspace / f"{_marker('file', spec)}.md").write_text("# Notes\n")
         skill = _marker("skill", spec)
         for rel in SKILL_DIRS:
             path = _local(spec, ctx, f"{rel}/{skill}/SKILL.md")

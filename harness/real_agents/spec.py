@@ -41,7 +41,8 @@ class AgentSpec:
     argv: Callable[[RunContext, str, bool], list[str]] = lambda ctx, prompt, resume: []
     # Scenarios this agent supports beyond continuation/resume: "subagent", "compaction", "reinstall";
     # "skills": it lists a skill added to its workspace (harness.SKILL_DIRS) on its next prompt;
-    # "images": an image its read tool reads goes to the model (as the proxy's scripted model takes it).
+    # "images": an image its read tool reads goes to the model (as the proxy's scripted model takes it);
+    # "tree": it sends the workspace's folder tree, rebuilt on a continue (a new file shows).
     features: frozenset[str] = field(default_factory=frozenset)
     # A command line that makes the agent compact its history (Claude Code's `/compact`), if any.
     compact_argv: Callable[[RunContext], list[str]] | None = None
