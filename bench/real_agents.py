@@ -53,6 +53,7 @@ def table(rows: list[dict]) -> list[dict]:
             "heads_with": on and on["heads"], "heads_without": off and off["heads"],
             "genuine_with": (on or {}).get("genuine") or None, "genuine_without": (off or {}).get("genuine") or None,
             "hidden": hidden_changes(on, off),
+            "spec_differs": spec_differs(agent, off) if scenario == "f" else [],
             "requests": base["requests"], "seconds": round((on or {}).get("seconds", 0) + (off or {}).get("seconds", 0), 1),
         })
     return out
@@ -65,6 +66,17 @@ def hidden_changes(on: dict | None, off: dict | None) -> list[str]:
         return []
     return [f"prompt {p}: {kind}" for p, seen in (off.get("genuine") or {}).items()
             for kind, shown in seen.items() if shown and not (on.get("genuine") or {}).get(p, {}).get(kind)]
+
+
+def spec_differs(agent: str, off: dict | None) -> list[str]:
+    """Where the agent's spec (``harness.sends``: what the test expects with the plugin) and what its
+    client sent in the run without the plugin disagree: the spec's data needs updating."""
+    spec = next((s for s in harness.SPECS if s.name == agent), None)
+    if spec is None or not off:
+        return []
+    sent, said = harness.shown(off), harness.sends(spec)
+    return [f"prompt {p}: the spec says {sorted(said.get(p, set()) - {'old'})}, the client sent "
+            f"{sorted(sent.get(p, set()) - {'old'})}" for p in said if said[p] - {"old"} != sent.get(p, set()) - {"old"}]
 
 
 def show(lines: list[dict]) -> None:
@@ -85,6 +97,8 @@ def show(lines: list[dict]) -> None:
                   f"without {seen(x['genuine_without'])}")
         for what in x["hidden"]:
             print(f"  {x['agent']} edited rules: the plugin hid what the client sent ({what})")
+        for what in x["spec_differs"]:
+            print(f"  {x['agent']} edited rules: {what}: update harness/real_agents/specs_*.py")
         for call, text in x["tool_errors_detail"]:
             print(f"  {x['agent']} {x['scenario']}: a tool call failed with the plugin only: {text[:120]!r}")
 

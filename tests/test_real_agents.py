@@ -272,15 +272,12 @@ def test_real_agents_through_the_proxy(proxy, scripted_model, e2e_dir):
             if scenario in ("a", "c") and row["ratio"] is not None and row["ratio"] > harness.TARGET_RATIO:
                 problems.append(f"{where}: re-processed {row['ratio']}x the append-only bound "
                                 f"({row['reprocessed']} of {row['tokens']} tokens, bound {row['bound']})")
-            if scenario == "f":  # every agent sends the edited rule (and its memory) on the next prompt
-                expected = {"1": {"old"}, "2": {"new"} | ({"memory"} if spec.memory else set())
-                            | ({"skill"} if "skills" in spec.features else set())
-                            | ({"image"} if "images" in spec.features else set())
-                            | ({"file"} if "tree" in spec.features else set())}
-                shown = {p: {k for k, v in kinds.items() if v} for p, kinds in row["genuine"].items()}
-                missing = {p: sorted(kinds - shown.get(p, set())) for p, kinds in expected.items() if kinds - shown.get(p, set())}
+            if scenario == "f":  # what the client sends of the user's edits (its spec says) reaches the model
+                seen = harness.shown(row)
+                missing = {p: sorted(kinds - seen.get(p, set())) for p, kinds in harness.sends(spec).items()
+                           if kinds - seen.get(p, set())}
                 if missing:
-                    problems.append(f"{where}: the edited rules did not reach the model: {missing} (shown: {shown})")
+                    problems.append(f"{where}: the user's edits did not reach the model: {missing} (shown: {seen})")
             if scenario in ("a", "e") and row["heads"] > 1:  # e: session a's heads and those after its compaction
                 problems.append(f"{where}: {row['heads']} different heads reached the model over one session; "
                                 f"where they changed: {row['head_changes']}")

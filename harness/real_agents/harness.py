@@ -17,10 +17,11 @@ a fresh git workspace, the agents' own continue flag for every later prompt:
   another path (``install.relocated``); it reads the docs the system prompt names.
 - ``d`` subagent (``subagent`` feature): one prompt whose script spawns the agent's subagent
   (Gemini CLI's ends by calling ``complete_task``; Codex's main agent waits for it).
-- ``f`` genuine change: the workspace's instructions file (``spec.instructions``) holds a rule;
+- ``f`` genuine changes: the workspace's instructions file (``spec.instructions``) holds a rule;
   between the 1st and the 2nd prompt the user edits the rule, writes the agent's memory file
-  (``spec.memory``) where it has one, and adds a file and a skill to the workspace (``SKILL_DIRS``); the 2nd
-  prompt reads an image (``logo.png``), which must reach the model as the client sends it. Whatever the client sends of the edit must reach the model.
+  (``spec.memory``) where it has one, and adds a file and a skill (``SKILL_DIRS``) to the
+  workspace; the 2nd prompt reads an image (``logo.png``). Whatever the client sends of these
+  must reach the model.
 
 Every prompt starts with ``(agent: <name>)``: a request belongs to the agent whose tag it
 carries and to the run whose time window holds it (agents run two at a time; one agent's runs
@@ -48,12 +49,15 @@ received) and the plugin's JSONL log (its ``call`` records carry the model's req
   session") in the first request of a new session.
 - ``detected``: the profiles the plugin's log names for the agent's requests.
 - ``heads``: distinct system messages over session a's main stream (1: byte-identical).
-- ``genuine`` (scenario f): which of the markers the last request of each prompt showed the model:
-  ``old``/``new`` rule, ``memory``, ``skill``, ``file`` (its name), ``image`` (its base64 bytes). With the plugin, every marker the client sent must be there
-  (the edited rule in the head as sent or in a note): the run without the plugin says what it sent.
+- ``genuine`` (scenario f): which markers the last request of each prompt showed the model: the
+  ``old``/``new`` rule, the ``memory``, the ``skill``, the ``file`` (its name), the ``image`` (its
+  base64 bytes). With the plugin, every marker the client sent must be there: the run without
+  the plugin says what it sent (``bench.real_agents``), the agent's spec what it sends
+  (``features``: ``skills``, ``tree``, ``images``; ``memory``) for the test's run with it only.
 """
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -254,7 +258,7 @@ def tiny_png(size: int = 8) -> bytes:
             + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
 
 
-IMAGE_MARKER = __import__("base64").b64encode(tiny_png()).decode()  # the image's bytes, as a data URL or block holds them
+IMAGE_MARKER = base64.b64encode(tiny_png()).decode()  # the image's bytes, as a data URL or an image block holds them
 # Where the agents look for a workspace's skills (SKILL.md, the Agent Skills format); the edit adds one
 # to each, so every agent that lists a workspace's skills finds it.
 SKILL_DIRS = ("./.claude/skills", "./.agents/skills", "./.gemini/skills", "./.qwen/skills", "./.pi/skills",
@@ -273,9 +277,24 @@ def _local(spec: AgentSpec, ctx: RunContext, rel: str) -> Path:
     raise ValueError(f"{spec.name}: file {rel!r} must start with ~/ or ./")
 
 
+def sends(spec: AgentSpec) -> dict[str, set[str]]:
+    """Scenario f's markers the agent's client sends the model, by prompt (its spec's data): the rule,
+    then the edited rule, its memory, the new skill, the new file in its folder tree, the image."""
+    return {"1": {"old"}, "2": {"new"} | ({"memory"} if spec.memory else set())
+            | ({"skill"} if "skills" in spec.features else set())
+            | ({"file"} if "tree" in spec.features else set())
+            | ({"image"} if "images" in spec.features else set())}
+
+
+def shown(row: dict) -> dict[str, set[str]]:
+    """Scenario f's markers a row's model saw, by prompt."""
+    return {p: {k for k, v in kinds.items() if v} for p, kinds in (row.get("genuine") or {}).items()}
+
+
 def write_rules(spec: AgentSpec, ctx: RunContext, edited: bool) -> None:
-    """Scenario f's instructions file (the rule before or after the user's edit), and after the edit
-    the agent's memory file, as a user or another session of the agent would leave them."""
+    """Scenario f's instructions file (the rule before or after the user's edit); after the edit also
+    the agent's memory file (as another session of the agent would leave it), a new file and a new
+    skill in every directory of ``SKILL_DIRS``."""
     path = _local(spec, ctx, spec.instructions)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("# Project\n\n" + RULE.format(_marker("new" if edited else "old", spec)) + "\n")
@@ -387,7 +406,7 @@ def run_agent(spec: AgentSpec, env: Env, mode: str) -> list[Run]:
         ctx = RunContext(home=(root / "home-d"), workspace=make_workspace(root / "ws-d"), tz=DAY1, **base)
         ctx.home.mkdir(parents=True)
         go(ctx, "d", 1, prompts["d"][0], False)
-    # f: the user edits the project's rules (and the agent's memory) between two prompts
+    # f: the user edits the project's rules, the agent's memory, its files and skills between two prompts
     ctx = RunContext(home=(root / "home-f"), workspace=make_workspace(root / "ws-f"), tz=DAY1, **base)
     ctx.home.mkdir(parents=True)
     (ctx.workspace / "logo.png").write_bytes(tiny_png())
