@@ -319,3 +319,18 @@ def test_a_dead_proxy_stops_the_runs_at_once_with_the_end_of_its_log(tmp_path):
     finally:
         alive.kill()
         alive.wait()
+
+
+def test_the_mcp_server_lists_one_tool_named_after_its_marker_and_answers_every_request():
+    from harness.real_agents import mcp_server
+
+    init = mcp_server.answer({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                              "params": {"protocolVersion": "2025-06-18"}}, "mcp-two-x")
+    assert init["result"]["protocolVersion"] == "2025-06-18" and "tools" in init["result"]["capabilities"]
+    assert mcp_server.answer({"jsonrpc": "2.0", "method": "notifications/initialized"}, "m") is None
+    (tool,) = mcp_server.answer({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, "mcp-two-x")["result"]["tools"]
+    assert tool["name"] == "mcp-two-x" and "mcp-two-x" in tool["description"]
+    called = mcp_server.answer({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "mcp-two-x"}}, "k")
+    assert called["result"]["content"] == [{"type": "text", "text": "k"}]
+    assert mcp_server.answer({"jsonrpc": "2.0", "id": 4, "method": "prompts/list"}, "m")["result"] == {"prompts": []}
+    assert mcp_server.answer({"jsonrpc": "2.0", "id": 5, "method": "nope"}, "m")["error"]["code"] == -32601

