@@ -53,6 +53,8 @@ def table(rows: list[dict]) -> list[dict]:
             "heads_with": on and on["heads"], "heads_without": off and off["heads"],
             "genuine_with": (on or {}).get("genuine") or None, "genuine_without": (off or {}).get("genuine") or None,
             "hidden": hidden_changes(on, off),
+            "offered_after_removal": [bool(r and harness.offered_after_removal(r)) for r in (on, off)]
+            if any(r and harness.offered_after_removal(r) for r in (on, off)) else [],
             "spec_differs": spec_differs(agent, off) if scenario == "f" else [],
             "requests": base["requests"], "seconds": round((on or {}).get("seconds", 0) + (off or {}).get("seconds", 0), 1),
         })
@@ -95,6 +97,10 @@ def show(lines: list[dict]) -> None:
                 return " ".join(f"{p}:{','.join(k for k, v in kinds.items() if v) or '-'}" for p, kinds in (g or {}).items())
             print(f"  {x['agent']} edited rules, shown to the model: with {seen(x['genuine_with'])}; "
                   f"without {seen(x['genuine_without'])}")
+        if x["offered_after_removal"]:
+            print(f"  {x['agent']} edited rules: the removed MCP server's tool was still offered "
+                  f"({'with' if x['offered_after_removal'][0] else ''}{' and ' if all(x['offered_after_removal']) else ''}"
+                  f"{'without' if x['offered_after_removal'][1] else ''} the plugin)")
         for what in x["hidden"]:
             print(f"  {x['agent']} edited rules: the plugin hid what the client sent ({what})")
         for what in x["spec_differs"]:

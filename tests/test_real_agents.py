@@ -278,6 +278,8 @@ def test_real_agents_through_the_proxy(proxy, scripted_model, e2e_dir):
                            if kinds - seen.get(p, set())}
                 if missing:
                     problems.append(f"{where}: the user's edits did not reach the model: {missing} (shown: {seen})")
+                if harness.offered_after_removal(row):
+                    problems.append(f"{where}: the model was offered the tool of an MCP server the user removed")
             if scenario in ("a", "e") and row["heads"] > 1:  # e: session a's heads and those after its compaction
                 problems.append(f"{where}: {row['heads']} different heads reached the model over one session; "
                                 f"where they changed: {row['head_changes']}")

@@ -19,9 +19,10 @@ a fresh git workspace, the agents' own continue flag for every later prompt:
   (Gemini CLI's ends by calling ``complete_task``; Codex's main agent waits for it).
 - ``f`` genuine changes: the workspace's instructions file (``spec.instructions``) holds a rule;
   between the 1st and the 2nd prompt the user edits the rule, writes the agent's memory file
-  (``spec.memory``) where it has one, and adds a file and a skill (``SKILL_DIRS``) to the
+  (``spec.memory``) where it has one, and adds a file and a skill (``spec.skills_dir``) to the
   workspace; the 2nd prompt reads an image (``logo.png``). Whatever the client sends of these
-  must reach the model.
+  must reach the model. Before a 3rd prompt the user removes the MCP server again: its tool must
+  no longer be offered to the model.
 
 Every prompt starts with ``(agent: <name>)``: a request belongs to the agent whose tag it
 carries and to the run whose time window holds it (agents run two at a time; one agent's runs
@@ -51,7 +52,8 @@ received) and the plugin's JSONL log (its ``call`` records carry the model's req
 - ``heads``: distinct system messages over session a's main stream (1: byte-identical).
 - ``genuine`` (scenario f): which markers the last request of each prompt showed the model: the
   ``old``/``new`` rule, the ``memory``, the ``skill``, the ``file`` (its name), the ``image`` (its
-  base64 bytes). With the plugin, every marker the client sent must be there: the run without
+  base64 bytes); ``offered``: the MCP tool among the request's tools (after its removal: never).
+  With the plugin, every marker the client sent must be there: the run without
   the plugin says what it sent (``bench.real_agents``), the agent's spec what it sends
   (``features``: ``skills``, ``tree``, ``images``; ``memory``) for the test's run with it only.
 """
@@ -259,10 +261,6 @@ def tiny_png(size: int = 8) -> bytes:
 
 
 IMAGE_MARKER = base64.b64encode(tiny_png()).decode()  # the image's bytes, as a data URL or an image block holds them
-# Where the agents look for a workspace's skills (SKILL.md, the Agent Skills format); the edit adds one
-# to each, so every agent that lists a workspace's skills finds it.
-SKILL_DIRS = ("./.claude/skills", "./.agents/skills", "./.gemini/skills", "./.qwen/skills", "./.pi/skills",
-              "./.opencode/skill", "./.codex/skills")
 
 
 def _marker(kind: str, spec: AgentSpec) -> str:
@@ -287,15 +285,21 @@ def sends(spec: AgentSpec) -> dict[str, set[str]]:
             | ({"mcp"} if "mcp" in spec.features else set())}
 
 
+def offered_after_removal(row: dict) -> bool:
+    """Scenario f: the removed MCP server's tool was still among the tools of the 3rd prompt's last request."""
+    return bool((row.get("genuine") or {}).get("3", {}).get("offered"))
+
+
 def shown(row: dict) -> dict[str, set[str]]:
-    """Scenario f's markers a row's model saw, by prompt."""
-    return {p: {k for k, v in kinds.items() if v} for p, kinds in (row.get("genuine") or {}).items()}
+    """Scenario f's markers a row's model saw, by prompt (``offered``, the MCP tool among the
+    request's tools, aside)."""
+    return {p: {k for k, v in kinds.items() if v and k != "offered"} for p, kinds in (row.get("genuine") or {}).items()}
 
 
 def write_rules(spec: AgentSpec, ctx: RunContext, edited: bool) -> None:
     """Scenario f's instructions file (the rule before or after the user's edit); after the edit also
     the agent's memory file (as another session of the agent would leave it), a new file and a new
-    skill in every directory of ``SKILL_DIRS``."""
+    skill (in ``spec.skills_dir``)."""
     path = _local(spec, ctx, spec.instructions)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("# Project\n\n" + RULE.format(_marker("new" if edited else "old", spec)) + "\n")
@@ -306,8 +310,8 @@ def write_rules(spec: AgentSpec, ctx: RunContext, edited: bool) -> None:
     if edited:  # a new file (an agent that sends the folder tree shows it) and a new skill
         (ctx.workspace / f"{_marker('file', spec)}.md").write_text("# Notes\n")
         skill = _marker("skill", spec)
-        for rel in SKILL_DIRS:
-            path = _local(spec, ctx, f"{rel}/{skill}/SKILL.md")
+        if spec.skills_dir:
+            path = _local(spec, ctx, f"{spec.skills_dir}/{skill}/SKILL.md")
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(f"---\nname: {skill}\ndescription: Use when the user asks for the project's codename.\n"
                             f"---\n\nAnswer with the codename {skill}.\n")
@@ -361,7 +365,8 @@ def scenario_prompts(spec: AgentSpec) -> dict[str, list[str]]:
     if "compaction" in spec.features and spec.compact_argv is not None:
         out["e"] = [prompt(spec, "After the compaction.", "answer compacted")]
     out["f"] = [prompt(spec, "Follow the project rules.", "shell ls; answer ruled"),
-                prompt(spec, "I edited the rules; look at the logo.", "read logo.png; answer edited")]
+                prompt(spec, "I edited the rules; look at the logo.", "read logo.png; answer edited"),
+                prompt(spec, "I removed the codename server.", "answer removed")]
     return out
 
 
@@ -416,6 +421,8 @@ def run_agent(spec: AgentSpec, env: Env, mode: str) -> list[Run]:
     write_rules(spec, ctx, edited=True)
     ctx = replace(ctx, mcp=(sys.executable, str(HERE / "mcp_server.py"), _marker("mcp", spec)))  # and an MCP server
     go(ctx, "f", 2, prompts["f"][1], True)
+    ctx = replace(ctx, mcp=())  # then removes the MCP server again: its tool must no longer be offered
+    go(ctx, "f", 3, prompts["f"][2], True)
     return runs
 
 
@@ -632,7 +639,10 @@ def measure(spec: AgentSpec, mode: str, runs: list[Run], records: list[dict], ow
             if scenario == "f":
                 shown = json.dumps(last, ensure_ascii=False)
                 genuine[str(run.prompt)] = {**{kind: _marker(kind, spec) in shown for kind in MARKERS},
-                                            "image": IMAGE_MARKER in shown}
+                                            "image": IMAGE_MARKER in shown,
+                                            # (tool names: Codex and Qwen Code spell its "-" as "_")
+                                            "offered": any(_marker("mcp", spec).replace("-", "_") in name.replace("-", "_")
+                                                           for name in _tool_names(last))}
             users = "\n".join(text_of(m.get("content")) for m in last.get("messages") or [] if m.get("role") == "user")
             lost += [f"prompt {run.prompt}: prompt {p!r} missing" for p in prompts_so_far if p not in users]
             calls_in, results = _call_keys(last), _tool_results(last)

@@ -43,7 +43,7 @@ class AgentSpec:
     # The command line: a new session (resume=False) or continuing the workspace's last one.
     argv: Callable[[RunContext, str, bool], list[str]] = lambda ctx, prompt, resume: []
     # Scenarios this agent supports beyond continuation/resume: "subagent", "compaction", "reinstall";
-    # "skills": it lists a skill added to its workspace (harness.SKILL_DIRS) on its next prompt;
+    # "skills": it lists a skill added to its workspace (``skills_dir``) on its next prompt;
     # "images": an image its read tool reads goes to the model (as the proxy's scripted model takes it);
     # "tree": it sends the workspace's folder tree, rebuilt on a continue (a new file shows);
     # "mcp": it offers the tools of an MCP server its files declare (``RunContext.mcp``) to the model.
@@ -59,6 +59,10 @@ class AgentSpec:
     # the path holds the workspace's); scenario f edits both between two prompts of one session.
     instructions: str = "./AGENTS.md"
     memory: Callable[[RunContext], str] | None = None
+    # The workspace directory it reads skills from (``<dir>/<name>/SKILL.md``), where it lists them
+    # (feature "skills"): one, since an agent that reads several lists a skill found in two of them
+    # from either, process by process.
+    skills_dir: str = ""
     timeout_s: float = 120.0
     notes: str = ""  # what was learned running it (flags, quirks), for the README table
 

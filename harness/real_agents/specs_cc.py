@@ -40,9 +40,10 @@ from harness.real_agents.spec import AgentSpec, RunContext
 
 
 def _claude_files(ctx: RunContext) -> dict[str, str]:
-    """A project MCP server (``.mcp.json``), approved for the project, where the user added one."""
+    """A project MCP server (``.mcp.json``), approved for the project, where the user added one (and
+    none in it once the user removed it)."""
     if not ctx.mcp:
-        return {}
+        return {"./.mcp.json": json.dumps({"mcpServers": {}})} if (ctx.workspace / ".mcp.json").exists() else {}
     servers = {"mcpServers": {"codename": {"command": ctx.mcp[0], "args": list(ctx.mcp[1:])}}}
     return {"./.mcp.json": json.dumps(servers, indent=2),
             "~/.claude/settings.json": json.dumps({"enableAllProjectMcpServers": True}, indent=2)}
@@ -179,12 +180,13 @@ SPECS = [
         name="claude-code", package="@anthropic-ai/claude-code", version="2.1.332", bin="claude",
         route="messages", profile="claude-code", files=_claude_files, env=_claude_env, argv=_claude_argv,
         features=frozenset({"subagent", "compaction", "skills", "images", "mcp"}), compact_argv=_claude_compact, timeout_s=180.0,
-        instructions="./CLAUDE.md", memory=_claude_memory,
+        instructions="./CLAUDE.md", memory=_claude_memory, skills_dir="./.claude/skills",
         notes="ANTHROPIC_BASE_URL + ANTHROPIC_AUTH_TOKEN, every model alias -> the group; -p "
               "--dangerously-skip-permissions (IS_SANDBOX=1 as root), --continue; /compact as the prompt"),
     AgentSpec(
         name="codex", package="@openai/codex", version="0.171.0", bin="codex",
         route="responses", profile="codex", files=_codex_files, env=_codex_env, argv=_codex_argv,
+        skills_dir="./.agents/skills",
         features=frozenset({"subagent", "compaction", "skills", "mcp"}), compact_argv=_codex_compact, timeout_s=180.0,
         notes="config.toml model_provider (wire_api responses, env_key); exec "
               "--dangerously-bypass-approvals-and-sandbox --skip-git-repo-check, exec resume --last; "
@@ -192,6 +194,7 @@ SPECS = [
     AgentSpec(
         name="opencode", package="opencode-ai", version="1.18.33", bin="opencode",
         route="chat", profile="opencode", files=_opencode_files, env=_opencode_env, argv=_opencode_argv,
+        skills_dir="./.opencode/skill",
         features=frozenset({"subagent", "skills", "images", "mcp"}), timeout_s=240.0,
         notes="opencode.json @ai-sdk/openai-compatible provider; run --auto [--continue] -- <words>; "
               "title request per new session; task tool subagents (x-parent-session-id)"),

@@ -104,7 +104,7 @@ SPECS = [
         profile="qwen-code", files=_qwen_files, env=_qwen_env, argv=_qwen_argv,
         features=frozenset({"subagent", "compaction", "skills", "tree", "mcp"}), compact_argv=_qwen_compact, timeout_s=120.0,
         aux_heads=(r"You are now acting as the managed memory extraction subagent",),
-        instructions="./QWEN.md", memory=lambda ctx: "~/.qwen/QWEN.md",
+        instructions="./QWEN.md", memory=lambda ctx: "~/.qwen/QWEN.md", skills_dir="./.qwen/skills",
         notes="OPENAI_BASE_URL/OPENAI_API_KEY/OPENAI_MODEL, --auth-type openai; -p, --yolo, --continue; "
         "UA QwenCode/<v>, no session id; date, cwd and folder tree in the first user message; a git snapshot in "
         "the system prompt (taken again on --continue); "
@@ -115,7 +115,7 @@ SPECS = [
         name="gemini-cli", package="@google/gemini-cli", version=GEMINI_VERSION, bin="gemini", route="gemini",
         profile="gemini-cli", files=_gemini_files, env=_gemini_env, argv=_gemini_argv,
         features=frozenset({"subagent", "skills", "tree", "mcp"}), timeout_s=120.0,
-        instructions="./GEMINI.md", memory=lambda ctx: "~/.gemini/GEMINI.md",
+        instructions="./GEMINI.md", memory=lambda ctx: "~/.gemini/GEMINI.md", skills_dir="./.gemini/skills",
         notes="GOOGLE_GEMINI_BASE_URL + GEMINI_API_KEY, selectedType gemini-api-key, folder trust off; "
         "-p, --yolo, --resume latest; UA GeminiCLI-tui/<v>/<model>, no session id; <session_context> "
         "(date, folder tree) as the first part of the first user message (rebuilt on resume); "

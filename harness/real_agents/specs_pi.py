@@ -39,6 +39,7 @@ def _argv(ctx: RunContext, prompt: str, resume: bool) -> list[str]:
 
 def _pi(name: str, package: str, version: str, notes: str, features: frozenset[str] = frozenset()) -> AgentSpec:
     return AgentSpec(name=name, package=package, version=version, bin="pi", route="chat", profile="pi",
+                     skills_dir="./.pi/skills" if "skills" in features else "",
                      files=_models_json, env=lambda ctx: {"PI_OFFLINE": "1"}, argv=_argv,
                      features=frozenset({"reinstall", "docs", "images"}) | features, timeout_s=90.0, notes=notes)
 
