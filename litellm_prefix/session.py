@@ -73,7 +73,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from .journal import content_hash, unmarked
-from .rules.volatile import context_blocks
+from .rules.volatile import context_blocks, first_user
 from .sections import segment_memo
 from .view import TEXT_PART_TYPES, View, field_of, is_user_message
 
@@ -164,7 +164,7 @@ def first_typed(view: View, profile: "Profile | None") -> tuple[int, Any] | None
     the first user message is the agent's). Where the reply is not the declared one, the context
     message stands as the prompt (the key is then as fine as the whole message). None: no user message."""
     body = view.body
-    first = next((index for index, item in enumerate(body) if is_user_message(item)), None)
+    first = first_user(body)
     if first is None:
         return None
     content = field_of(body[first], "content")
