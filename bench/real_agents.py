@@ -53,8 +53,9 @@ def table(rows: list[dict]) -> list[dict]:
             "heads_with": on and on["heads"], "heads_without": off and off["heads"],
             "genuine_with": (on or {}).get("genuine") or None, "genuine_without": (off or {}).get("genuine") or None,
             "hidden": hidden_changes(on, off),
-            "offered_after_removal": [bool(r and harness.offered_after_removal(r)) for r in (on, off)]
-            if any(r and harness.offered_after_removal(r) for r in (on, off)) else [],
+            # the modes ("with", "without") whose model was still offered the removed MCP server's tool
+            "offered_after_removal": [mode for mode, r in (("with", on), ("without", off))
+                                      if r and harness.offered_after_removal(r)],
             "spec_differs": spec_differs(agent, off) if scenario == "f" else [],
             "requests": base["requests"], "seconds": round((on or {}).get("seconds", 0) + (off or {}).get("seconds", 0), 1),
         })
@@ -81,6 +82,11 @@ def spec_differs(agent: str, off: dict | None) -> list[str]:
             f"{sorted(sent.get(p, set()) - {'old'})}" for p in said if said[p] - {"old"} != sent.get(p, set()) - {"old"}]
 
 
+def _markers(genuine: dict | None) -> str:
+    """Scenario f's markers shown to the model, prompt by prompt: ``1:old 2:new,skill``."""
+    return " ".join(f"{p}:{','.join(k for k, v in kinds.items() if v) or '-'}" for p, kinds in (genuine or {}).items())
+
+
 def show(lines: list[dict]) -> None:
     head = (f"{'agent':<11} {'version':<8} {'route':<9} {'scenario':<20} {'without':>8} {'with':>8} {'errs':>4} {'lost':>4} "
             f"{'merged':>6} {'heads':>5}  detected")
@@ -93,14 +99,11 @@ def show(lines: list[dict]) -> None:
               f"{'-' if x['heads_with'] is None else x['heads_with']:>5}  {x['detected']}")
     for x in lines:
         if x["genuine_with"] or x["genuine_without"]:
-            def seen(g):
-                return " ".join(f"{p}:{','.join(k for k, v in kinds.items() if v) or '-'}" for p, kinds in (g or {}).items())
-            print(f"  {x['agent']} edited rules, shown to the model: with {seen(x['genuine_with'])}; "
-                  f"without {seen(x['genuine_without'])}")
+            print(f"  {x['agent']} edited rules, shown to the model: with {_markers(x['genuine_with'])}; "
+                  f"without {_markers(x['genuine_without'])}")
         if x["offered_after_removal"]:
             print(f"  {x['agent']} edited rules: the removed MCP server's tool was still offered "
-                  f"({'with' if x['offered_after_removal'][0] else ''}{' and ' if all(x['offered_after_removal']) else ''}"
-                  f"{'without' if x['offered_after_removal'][1] else ''} the plugin)")
+                  f"({' and '.join(x['offered_after_removal'])} the plugin)")
         for what in x["hidden"]:
             print(f"  {x['agent']} edited rules: the plugin hid what the client sent ({what})")
         for what in x["spec_differs"]:

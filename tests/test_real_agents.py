@@ -274,8 +274,8 @@ def test_real_agents_through_the_proxy(proxy, scripted_model, e2e_dir):
                                 f"({row['reprocessed']} of {row['tokens']} tokens, bound {row['bound']})")
             if scenario == "f":  # what the client sends of the user's edits (its spec says) reaches the model
                 seen = harness.shown(row)
-                missing = {p: sorted(kinds - seen.get(p, set())) for p, kinds in harness.sends(spec).items()
-                           if kinds - seen.get(p, set())}
+                missing = {p: sorted(lacking) for p, kinds in harness.sends(spec).items()
+                           if (lacking := kinds - seen.get(p, set()))}
                 if missing:
                     problems.append(f"{where}: the user's edits did not reach the model: {missing} (shown: {seen})")
                 if harness.offered_after_removal(row):

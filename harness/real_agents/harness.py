@@ -300,28 +300,28 @@ def write_rules(spec: AgentSpec, ctx: RunContext, edited: bool) -> None:
     """Scenario f's instructions file (the rule before or after the user's edit); after the edit also
     the agent's memory file (as another session of the agent would leave it), a new file and a new
     skill (in ``spec.skills_dir``)."""
-    path = _local(spec, ctx, spec.instructions)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("# Project\n\n" + RULE.format(_marker("new" if edited else "old", spec)) + "\n")
-    if edited and spec.memory is not None:
-        memory = _local(spec, ctx, spec.memory(ctx))
-        memory.parent.mkdir(parents=True, exist_ok=True)
-        memory.write_text(f"- The user's project codename is {_marker('memory', spec)}.\n")
-    if edited:  # a new file (an agent that sends the folder tree shows it) and a new skill
-        (ctx.workspace / f"{_marker('file', spec)}.md").write_text("# Notes\n")
+    _write(spec, ctx, spec.instructions, "# Project\n\n" + RULE.format(_marker("new" if edited else "old", spec)) + "\n")
+    if not edited:
+        return
+    if spec.memory is not None:
+        _write(spec, ctx, spec.memory(ctx), f"- The user's project codename is {_marker('memory', spec)}.\n")
+    _write(spec, ctx, f"./{_marker('file', spec)}.md", "# Notes\n")  # (an agent that sends the folder tree shows it)
+    if spec.skills_dir:
         skill = _marker("skill", spec)
-        if spec.skills_dir:
-            path = _local(spec, ctx, f"{spec.skills_dir}/{skill}/SKILL.md")
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(f"---\nname: {skill}\ndescription: Use when the user asks for the project's codename.\n"
-                            f"---\n\nAnswer with the codename {skill}.\n")
+        _write(spec, ctx, f"{spec.skills_dir}/{skill}/SKILL.md",
+               f"---\nname: {skill}\ndescription: Use when the user asks for the project's codename.\n"
+               f"---\n\nAnswer with the codename {skill}.\n")
+
+
+def _write(spec: AgentSpec, ctx: RunContext, rel: str, text: str) -> None:
+    path = _local(spec, ctx, rel)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
 
 
 def _write_files(spec: AgentSpec, ctx: RunContext) -> None:
     for rel, text in spec.files(ctx).items():
-        path = _local(spec, ctx, rel)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
+        _write(spec, ctx, rel, text)
 
 
 def run_cli(spec: AgentSpec, ctx: RunContext, argv: list[str], run: Run) -> Run:
