@@ -4,9 +4,11 @@ The agents of ``harness/real_agents`` (npm, pinned versions; Node.js from the no
 every scenario (harness/real_agents/harness.py) against the scripted model, once through the
 group with the plugin and once through the same deployment with it switched off
 (``model_info.litellm_prefix.enabled: false``). The proxy runs with default settings (only
-``LITELLM_PREFIX_LOG`` set), unlike the test session's proxy.
+``LITELLM_PREFIX_LOG`` set), unlike the test session's proxy. ``--replicas N``: N such proxies
+sharing a redis-server store (``LITELLM_PREFIX_STORE``) behind ``harness.balancer``, which sends
+each request to the next one.
 
-    .venv/bin/python -m bench.real_agents [names...] [--parallel N]   # writes bench/results/real_agents.json
+    .venv/bin/python -m bench.real_agents [names...] [--parallel N] [--replicas N]   # bench/results/real_agents.json
 
 Columns: re-processed tokens over the append-only bound without / with the plugin (target
 <= 1.02 on a, continuation and resume, and c, a reinstall), tool calls that failed with the
@@ -31,6 +33,68 @@ from harness.real_agents import harness  # noqa: E402
 
 SCENARIOS = {"a": "continuation+resume", "b": "second session", "c": "reinstall", "d": "subagent", "e": "compaction",
              "f": "edited rules"}
+
+
+class Fleet:
+    """One proxy (``replicas`` 1), or ``replicas`` proxies sharing a redis-server store behind a
+    round-robin balancer (``harness.balancer``: each request to the next replica, so that an
+    agent's turns land on the replicas in turn). Each proxy writes its own JSONL log."""
+
+    def __init__(self, work: Path, config: dict, replicas: int) -> None:
+        self.work, self.config, self.replicas = work, config, replicas
+        self.proxies: list = []
+        self.redis = self.balancer = None
+
+    def __enter__(self) -> "Fleet":
+        from harness.balancer import Balancer
+        from harness.procs import Proxy, RedisServer
+
+        try:
+            env: dict[str, str] = {}
+            if self.replicas > 1:
+                self.redis = RedisServer(self.work)
+                env["LITELLM_PREFIX_STORE"] = self.redis.url
+            key = None
+            for i in range(self.replicas):
+                log = self.work / ("prefix.jsonl" if self.replicas == 1 else f"prefix-{i}.jsonl")
+                proxy = Proxy(self.work, self.config, {**env, "LITELLM_PREFIX_LOG": str(log)},
+                              name="proxy" if self.replicas == 1 else f"proxy-{i}", key=key)
+                key = proxy.key
+                self.proxies.append(proxy)
+            for proxy in self.proxies:
+                proxy.wait_ready()
+            if self.replicas > 1:
+                self.balancer = Balancer(self.work, [p.url for p in self.proxies])
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    @property
+    def url(self) -> str:
+        return self.balancer.url if self.balancer else self.proxies[0].url
+
+    @property
+    def key(self) -> str:
+        return self.proxies[0].key
+
+    @property
+    def logs(self) -> list[Path]:
+        return [Path(p.env["LITELLM_PREFIX_LOG"]) for p in self.proxies]
+
+    def spread(self) -> list[int] | None:
+        """Requests each replica got through the balancer (None: one proxy, no balancer)."""
+        if self.balancer is None:
+            return None
+        counts = [0] * self.replicas
+        for index, _, _ in self.balancer.requests():
+            counts[index] += 1
+        return counts
+
+    def __exit__(self, *exc) -> None:
+        for proc in (self.balancer, *self.proxies, self.redis):
+            if proc is not None:
+                proc.stop()
 
 
 def table(rows: list[dict]) -> list[dict]:
@@ -116,34 +180,35 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*")
     parser.add_argument("--parallel", type=int, default=2)
+    parser.add_argument("--replicas", type=int, default=1,
+                        help="N > 1: N proxies sharing a redis-server store behind a round-robin balancer")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "real_agents.json"))
     args = parser.parse_args(argv)
     specs = [s for s in harness.SPECS if not args.names or s.name in args.names]
-    from harness.procs import Proxy
-
     work = Path(tempfile.mkdtemp(prefix="real-agents-"))
     model = harness.ScriptedModel(work)
-    log = work / "prefix.jsonl"
     config = {"model_list": harness.proxy_groups(model.url),
               "litellm_settings": {"callbacks": ["litellm_prefix.proxy_handler"]},
               "general_settings": {"master_key": "os.environ/LITELLM_MASTER_KEY"}}
-    proxy = Proxy(work, config, {"LITELLM_PREFIX_LOG": str(log)})
     try:
-        proxy.wait_ready()
-        started = time.monotonic()
-        rows = harness.run_specs(specs, proxy.url, proxy.key, model, log, work / "runs", ("off", "plugin"), args.parallel,
-                                 proxy=proxy)
-        seconds = time.monotonic() - started
+        with Fleet(work, config, args.replicas) as fleet:
+            started = time.monotonic()
+            rows = harness.run_specs(specs, fleet.url, fleet.key, model, fleet.logs, work / "runs", ("off", "plugin"),
+                                     args.parallel, proxy=fleet.proxies)
+            seconds = time.monotonic() - started
+            spread = fleet.spread()
     finally:
-        proxy.stop()
         model.stop()
     lines = table(rows)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     # Where heads changed, by place only: the text either side of a change stays out of the results file.
     kept = [{**r, "head_changes": [{k: c[k] for k in ("request", "lengths", "offset")} for c in r["head_changes"]]}
             for r in rows]
-    Path(args.out).write_text(json.dumps({"table": lines, "rows": kept}, indent=1) + "\n")
+    Path(args.out).write_text(json.dumps({"table": lines, "rows": kept, "replicas": args.replicas,
+                                          "requests_per_replica": spread}, indent=1) + "\n")
     show(lines)
+    if spread is not None:
+        print(f"{args.replicas} replicas sharing one redis-server store, requests through the balancer: {spread}")
     print(f"{len(specs)} agents in {seconds:.0f} s; work directory {work}; written to {args.out}")
     return 0
 

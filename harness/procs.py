@@ -154,12 +154,13 @@ class Proxy:
     """A LiteLLM proxy process. Its environment: ``base`` (this process's when None), then ``env``."""
 
     def __init__(self, workdir: Path, config: dict, env: dict[str, str], name: str = "proxy",
-                 base: Mapping[str, str] | None = None) -> None:
+                 base: Mapping[str, str] | None = None, key: str | None = None) -> None:
+        """``key``: the master key (replicas behind one balancer share one); a new one by default."""
         workdir = workdir / name
         workdir.mkdir(exist_ok=True)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.key = "sk-test-" + secrets.token_hex(16)
+        self.key = key or "sk-test-" + secrets.token_hex(16)
         self.config_path = workdir / "proxy.yaml"
         self.config_path.write_text(json.dumps(config, indent=2))  # JSON is valid YAML
         self.log = workdir / "proxy.log"

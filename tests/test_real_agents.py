@@ -318,6 +318,11 @@ def test_a_dead_proxy_stops_the_runs_at_once_with_the_end_of_its_log(tmp_path):
     alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
         harness.Env("u", "k", tmp_path, proxy=SimpleNamespace(proc=alive, log=log)).check_proxy()  # no error
+        # replicas (bench/real_agents.py --replicas): any one of them down stops the runs
+        replicas = [SimpleNamespace(proc=alive, log=log), SimpleNamespace(proc=proc, log=log)]
+        with pytest.raises(RuntimeError, match=r"exited \(rc 3\)"):
+            harness.Env("u", "k", tmp_path, proxy=replicas).check_proxy()
+        harness.Env("u", "k", tmp_path, proxy=replicas[:1]).check_proxy()
     finally:
         alive.kill()
         alive.wait()

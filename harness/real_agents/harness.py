@@ -209,15 +209,16 @@ class Env:
     api_key: str
     workdir: Path
     lock: threading.Lock = field(default_factory=threading.Lock)
-    proxy: Any = None  # the proxy (``harness.procs.Proxy``): a run checks it is still up first
+    proxy: Any = None  # the proxy (``harness.procs.Proxy``), or a list of replicas: a run checks they are up first
 
     def check_proxy(self) -> None:
-        """Fail at once where the proxy process has exited (every later run would only time out)."""
-        proc = getattr(self.proxy, "proc", None)
-        if proc is not None and proc.poll() is not None:
-            log = getattr(self.proxy, "log", None)
-            tail = log.read_text(errors="replace")[-3000:] if log is not None and log.exists() else ""
-            raise RuntimeError(f"the LiteLLM proxy exited (rc {proc.returncode}); the end of its log:\n{tail}")
+        """Fail at once where a proxy process has exited (every later run would only time out)."""
+        for proxy in self.proxy if isinstance(self.proxy, (list, tuple)) else (self.proxy,):
+            proc = getattr(proxy, "proc", None)
+            if proc is not None and proc.poll() is not None:
+                log = getattr(proxy, "log", None)
+                tail = log.read_text(errors="replace")[-3000:] if log is not None and log.exists() else ""
+                raise RuntimeError(f"the LiteLLM proxy exited (rc {proc.returncode}); the end of its log:\n{tail}")
 
 
 def _git(workspace: Path, *args: str) -> None:
@@ -582,12 +583,12 @@ def attribute(records: list[dict], runs: list[Run]) -> dict[int, Run]:
     return out
 
 
-def plugin_calls(log: Path | None) -> dict[int, dict]:
-    """seq -> the plugin's ``call`` record for that upstream request (scripted groups only)."""
+def plugin_calls(log: Path | list[Path] | None) -> dict[int, dict]:
+    """seq -> the plugin's ``call`` record for that upstream request (scripted groups only); ``log``:
+    the proxy's JSONL log, or each replica's."""
     out: dict[int, dict] = {}
-    if log is None:
-        return out
-    for record in log_records(log):  # once the proxy's log writer has caught up
+    logs = [] if log is None else log if isinstance(log, list) else [log]
+    for record in (r for path in logs for r in log_records(path)):  # once each log writer has caught up
         if record.get("event") == "call" and record.get("model") in MODES.values():
             out[int(record.get("cached_tokens") or 0)] = record
     return out
