@@ -18,10 +18,11 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit
+
+from harness.procs import stop, wait_port
 
 # Headers of one hop (RFC 9110 7.6.1) and the ones this balancer sets itself.
 HOP = {"connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", "host",
@@ -108,17 +109,7 @@ class Balancer:
              *(a for b in backends for a in ("--backend", b))],
             stdout=self.log.open("w"), stderr=subprocess.STDOUT, start_new_session=True,
             env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))})
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"balancer exited: {self.log.read_text()[-2000:]}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    return
-            except OSError:
-                time.sleep(0.1)
-        self.stop()
-        raise RuntimeError("balancer did not start")
+        wait_port(self.port, self.proc, 30, self.log, "balancer")
 
     def requests(self) -> list[tuple[int, str, str]]:
         """(backend index, method, path) of every request so far, in order."""
@@ -130,12 +121,7 @@ class Balancer:
         return out
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGTERM)
-                self.proc.wait(timeout=10)
-            except (ProcessLookupError, subprocess.TimeoutExpired):
-                pass
+        stop(self.proc)
 
 
 def main() -> None:

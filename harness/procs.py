@@ -77,6 +77,22 @@ def wait_http(url: str, proc: subprocess.Popen, timeout: float, log: Path | None
     raise RuntimeError(f"{url} did not answer within {timeout} s\n{tail}")
 
 
+def wait_port(port: int, proc: subprocess.Popen, timeout: float, log: Path, name: str) -> None:
+    """Until 127.0.0.1:``port`` accepts a connection; raises with the log's end where the process
+    exits first, and stops it where the port stays shut."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{name} exited: {log.read_text()[-2000:]}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.1)
+    stop(proc)
+    raise RuntimeError(f"{name} did not start")
+
+
 def stop(proc: subprocess.Popen) -> None:
     if proc.poll() is not None:
         return

@@ -76,7 +76,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from harness.procs import log_records
+from harness.procs import log_records, wait_port
 from harness.real_agents import install
 from harness.real_agents.model import text_of
 from harness.real_agents.spec import AgentSpec, RunContext
@@ -162,17 +162,7 @@ class ScriptedModel:
             stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True,
             env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE.parent.parent),
                                                                            os.environ.get("PYTHONPATH")]))})
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"scripted model exited: {log.read_text()[-2000:]}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    return
-            except OSError:
-                time.sleep(0.1)
-        self.stop()
-        raise RuntimeError("scripted model did not start")
+        wait_port(self.port, self.proc, 30, log, "scripted model")
 
     def records(self) -> list[dict]:
         return [json.loads(line) for line in self.record.read_text(encoding="utf-8").splitlines() if line.strip()]

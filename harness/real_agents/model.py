@@ -21,6 +21,9 @@ as inside an ``agent`` step's prompt):
   latest tool result naming one): ``codex exec`` ends a running subagent when the main agent
   answers. Where the request offers no such tool the step is left out (the step list is read
   without it: subagents there are synchronous).
+- ``say TEXT``: the answer to a request without tools (aider, which edits by the answer's text;
+  without it such a request is answered ``done``); ``say *``: a new answer every time, as a
+  model's own words
 - ``answer TEXT``: answer TEXT (default ``done``); where the request offers ``complete_task`` (a
   Gemini CLI subagent, which ends only by calling it) the answer is that call,
   ``{"result": {"response": TEXT}}``, once
@@ -58,7 +61,7 @@ AGENT_TOOLS = ("task", "agent", "spawn_agent", "invoke_agent")
 # Subagent names, first match wins: Claude Code and Qwen Code, Gemini CLI, opencode.
 AGENT_NAMES = ("general-purpose", "generalist", "general")
 FINISH_TOOLS = ("complete_task",)  # a subagent that must end by calling it (Gemini CLI)
-VERBS = ("shell", "read", "docs", "agent", "wait", "answer")
+VERBS = ("shell", "read", "docs", "agent", "wait", "answer", "say")
 WAIT_TOOLS = ("wait_agent",)
 AGENT_ID = re.compile(r'"agent_id"\s*:\s*"(?P<id>[^"]+)"')
 # The first ``@script:`` of a line (a subagent's script may sit inside an ``agent`` step's prompt).
@@ -220,7 +223,10 @@ def decide(body: dict) -> dict:
     tools = _tools(body)
     script = find_script(messages)
     if not tools or script is None:
-        return {"text": "done"}
+        said = next((arg for verb, arg in script[0] if verb == "say" and arg), None) if script else None
+        if said == "*":  # a model's own words: another answer to the same prompt every time
+            said = f"Answer {uuid.uuid4().hex[:12]}."
+        return {"text": said or "done"}
     steps, at = script
     if _pick(tools, WAIT_TOOLS) is None:
         steps = [step for step in steps if step[0] != "wait"]
