@@ -63,6 +63,18 @@ class Profile:
     # The agent's fixed reply to a first user message that is all context (regexes, whole text): it
     # and that message are no part of the session's identity (session.first_typed).
     context_ack: tuple[str, ...] = ()
+    # User messages that are all the agent's own context wherever they stand before the first typed
+    # prompt (regexes matched at the start of the message's text), each answered by a fixed reply of
+    # ``context_ack``: aider's repo map, read-only files and chat files (session.first_typed).
+    context_messages: tuple[str, ...] = ()
+    # A user message among the conversation's first 32 (regexes at the start of its text) that closes
+    # an example conversation the agent writes before the real one: it, its fixed reply and every
+    # message before it are the agent's (aider's "I switched to a new code base", session.first_typed).
+    context_through: tuple[str, ...] = ()
+    # What the agent writes after the typed prompt or leaves there when it replays it (regexes searched
+    # in its text, in order; the text from a match on is cut): left out of the session's identity so
+    # that the prompt as first sent and as replayed are one anchor (aider's edit-format reminder).
+    typed_suffixes: tuple[str, ...] = ()
     # An agent without a session id that goes on from a compaction with the summary as its first
     # prompt: (regex of that first typed text, whole, with a group ``summary``; regex of what it
     # drops from its compaction call's answer before putting it there). The compacted session's
@@ -196,6 +208,46 @@ PI = Profile(
     "dist/utils/pi-user-agent.js (pi/<version> (...)), dist/core/sdk.js",
 )
 
+# aider (aider-chat 0.86.2, aider/coders/): an OpenAI-SDK client (``OpenAI/Python``, no header of its
+# own, no session id, no workspace path in its prompt). Its system prompt opens with the edit format's
+# "Act as an expert ..." and, for the formats that suggest shell commands, carries platform lines
+# ending in ``- Current date: YYYY-MM-DD``. The conversation opens with aider's own messages: the edit
+# format's example conversation closed by "I switched to a new code base...", the read-only files, the
+# repo map, then the history, then the chat files, each answered by a fixed reply; the prompt goes
+# last, with the format's reminder appended (base_coder.format_chat_chunks). Replayed from
+# ``.aider.chat.history.md`` the prompt loses the reminder and keeps two trailing blanks.
+AIDER_REMINDERS = (r"# \*SEARCH/REPLACE block\* Rules:", r"To suggest changes to a file you MUST return",
+                   r"# File editing rules:", r"# V4A Diff Format Rules:")
+AIDER = Profile(
+    name="aider",
+    head_signature=(
+        r"Act as an expert software developer(?:\.\n| who edits source code\.| and make changes to source code\.)",
+        r"Act as an expert code analyst\.\n",
+        r"Act as an expert architect engineer and provide direction to your editor engineer\.",
+        r"You are an expert on the AI coding tool called Aider\.",
+    ),
+    volatile_presets=("current-date",),
+    context_messages=(
+        r"Here are summaries of some files present in my git repository\.\n",
+        r"Here are some READ ONLY files, provided for your reference\.\n",
+        r"I have \*added these files to the chat\* so you can go ahead and edit them\.\n",
+        r"Don't try and edit any existing code without asking me to add the files to the chat!\n",
+        r"I am not sharing any files that you can edit yet\.\Z",
+        r"Image file: ",
+    ),
+    context_through=(r"I switched to a new code base\. Please don't consider the above files",),
+    context_ack=(
+        r"Ok\.?",
+        r"Ok, I won't try and edit those files without asking first\.",
+        r"Ok, I will use these (?:files|images) as references\.",
+        r"Ok, any changes I propose will be to those files\.",
+        r"Ok, based on your requests I will suggest which files need to be edited and then stop and wait for your approval\.",
+    ),
+    typed_suffixes=(r"\n\n(?:" + "|".join(AIDER_REMINDERS) + ")", r"\s+\Z"),
+    source="aider-chat 0.86.2 aider/coders/base_coder.py (format_chat_chunks, get_platform_info), "
+    "base_prompts.py, *_prompts.py (main_system, system_reminder)",
+)
+
 # Qwen Code: no session id to an OpenAI-compatible base URL (``metadata.sessionId`` goes only to
 # DashScope). Its context (date, OS, cwd, folder tree) is the first user message, answered by a fixed
 # "Got it. Thanks for the context!"; main agent and subagents both start with it, then the task.
@@ -287,7 +339,7 @@ GEMINI_CLI = Profile(
     "getEnvironmentContext; getCompressionPrompt; LOOP_DETECTION_SYSTEM_PROMPT; SUMMARY_PROMPT)",
 )
 
-PROFILES: tuple[Profile, ...] = (CLAUDE_CODE, CODEX, OPENCODE, PI, QWEN_CODE, GEMINI_CLI)
+PROFILES: tuple[Profile, ...] = (CLAUDE_CODE, CODEX, OPENCODE, PI, QWEN_CODE, GEMINI_CLI, AIDER)
 
 
 NAMES: tuple[str, ...] = tuple(p.name for p in PROFILES)
@@ -316,8 +368,10 @@ VOLATILE_PRESETS = {
     #   (@mariozechner/pi-coding-agent 0.52.5, dist/core/system-prompt.js: toLocaleString("en-US",
     #   {weekday: "long", ..., second: "2-digit", timeZoneName: "short"})) and "Current date: 2026-12-03"
     #   (@mariozechner/pi-coding-agent 0.58.3 and 0.73.1, same file). @earendil-works/pi-coding-agent
-    #   1.6.0 (sectioned head) writes no date. Also the generic "Current date:" line of other agents.
-    "current-date": r"(?m)^[ \t]*(?P<value>Current date(?: and time)?: [^\r\n]+)",
+    #   1.6.0 (sectioned head) writes no date. aider: "- Current date: 2026-12-04", a bullet of its
+    #   platform lines (aider-chat 0.86.2 base_coder.get_platform_info). Also the generic "Current
+    #   date:" line of other agents.
+    "current-date": r"(?m)^[ \t]*(?:- )?(?P<value>Current date(?: and time)?: [^\r\n]+)",
     # Claude Code: "Today's date: 2026-12-03" inside <env> and, in its env_info_simple variant,
     #   " - The current date is: 2026-12-03" (@anthropic-ai/claude-code 2.1.36, cli.js; 2.1.332 puts
     #   the date in a user-message reminder instead, outside the head).

@@ -17,7 +17,10 @@ logged.
   message without the context blocks the profile declares at its start, ``first_user_context``,
   found as rules/volatile.py's ``context_blocks`` finds them; a first user message that is all
   declared context, Qwen Code's, is skipped with the agent's fixed reply to it, ``context_ack``,
-  and the next user message is the prompt as typed. So a resume that re-renders the block with
+  and the next user message is the prompt as typed; so are the agent's own messages its profile
+  declares wherever they stand before the prompt (``context_messages``, ``context_through``:
+  aider's example conversation, repo map and chat files), and what it appends to the prompt
+  (``typed_suffixes``: aider's reminder) is cut. So a resume that re-renders the block with
   that day's date and folder tree keeps its anchor; text the user types is never taken for
   context: only declared blocks, only at the start of the first user message), the workspace
   the request names (the cwd line of the head or of the context items before the first answer:
@@ -67,7 +70,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -155,33 +158,79 @@ def _typed_content(content: Any, rules: tuple) -> Any:
     return parts or None
 
 
+CONTEXT_THROUGH_SCAN = 32  # messages searched for the end of an agent's example conversation
+
+
 def first_typed(view: View, profile: "Profile | None") -> tuple[int, Any] | None:
     """(index, content) of the conversation's first typed text: the first user message with the
     profile's declared context blocks at its start taken off (``first_user_context``: Gemini CLI's
-    ``<session_context>`` part, Claude Code's date reminder). A first user message that is *all*
-    declared context (Qwen Code's) is skipped with the agent's fixed reply to it (``context_ack``),
-    and the next user message is the prompt, as typed (never searched for blocks: only the start of
-    the first user message is the agent's). Where the reply is not the declared one, the context
-    message stands as the prompt (the key is then as fine as the whole message). None: no user message."""
+    ``<session_context>`` part, Claude Code's date reminder). A user message that is *all* the
+    agent's context (the first one all declared blocks, Qwen Code's; any one the profile's
+    ``context_messages`` open, aider's repo map and chat files; and, where a message among the first
+    32 opens with a ``context_through`` pattern, aider's example conversation up to and with it) is
+    skipped with the agent's fixed reply to it (``context_ack``), and the next user message is the
+    prompt, as typed (its ``typed_suffixes`` cut: aider's reminder), never searched for blocks: only
+    the start of the first user message is the agent's. Where the reply is not the declared one, the
+    context message stands as the prompt (the key is then as fine as the whole message), as it does
+    where no prompt follows yet. None: no user message."""
     body = view.body
     first = first_user(body)
     if first is None:
         return None
-    content = field_of(body[first], "content")
+    at = first
+    if profile is not None and profile.context_through:
+        for index in range(first, min(len(body), first + CONTEXT_THROUGH_SCAN)):
+            if is_user_message(body[index]) and _opens(body[index], profile.context_through) \
+                    and _acknowledged(body, index + 1, profile) is not None:
+                after = _next_user(body, index + 2)
+                if after is not None:
+                    at = after
+                break
     rules = _block_rules(profile.first_user_context) if profile is not None and profile.first_user_context else ()
-    typed = _typed_content(content, rules) if rules else content
-    if typed is not None:
-        return first, typed
-    at = first + 1
+    while True:
+        content = field_of(body[at], "content")
+        typed = _typed_content(content, rules) if rules and at == first else content
+        if typed is not None and not (profile is not None and profile.context_messages
+                                      and _opens(body[at], profile.context_messages)):
+            return at, _without_suffixes(typed, profile)
+        reply = _acknowledged(body, at + 1, profile)
+        if reply is None:
+            return at, content
+        later = _next_user(body, reply)
+        if later is None:
+            return at, content  # (no prompt yet after the context: the context stands for it)
+        at = later
+
+
+def _next_user(body: Sequence[Any], start: int) -> int | None:
+    return next((index for index in range(start, len(body)) if is_user_message(body[index])), None)
+
+
+def _opens(item: Any, patterns: tuple[str, ...]) -> bool:
+    text = _text_of(item)
+    return any(_re(pattern).match(text) for pattern in patterns)
+
+
+def _acknowledged(body: Sequence[Any], at: int, profile: "Profile | None") -> int | None:
+    """Where the conversation goes on after an agent's context message whose reply (at ``at``) is one
+    of its fixed ones (``context_ack``), or after one with no reply at all; None: another reply."""
     if at < len(body) and field_of(body[at], "role") == "assistant":
         reply = _text_of(body[at]).strip()
-        if not any(_re(pattern).fullmatch(reply) for pattern in profile.context_ack):
-            return first, content
-        at += 1
-    for index in range(at, len(body)):
-        if is_user_message(body[index]):
-            return index, field_of(body[index], "content")
-    return first, content  # (no prompt yet after the context: the context stands for it)
+        if profile is None or not any(_re(pattern).fullmatch(reply) for pattern in profile.context_ack):
+            return None
+        return at + 1
+    return at
+
+
+def _without_suffixes(content: Any, profile: "Profile | None") -> Any:
+    """``content`` with the profile's ``typed_suffixes`` cut from its text (a string; else as it is)."""
+    if profile is None or not profile.typed_suffixes or not isinstance(content, str):
+        return content
+    for pattern in profile.typed_suffixes:
+        found = _re(pattern).search(content)
+        if found is not None:
+            content = content[:found.start()]
+    return content
 
 
 def first_user_text(view: View, profile: "Profile | None" = None) -> str:

@@ -73,7 +73,7 @@ class ProfilesSetting(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     detect: bool = True
-    force: dict[str, Literal["claude-code", "codex", "opencode", "pi", "qwen-code", "gemini-cli", "none"]] = Field(default_factory=dict)
+    force: dict[str, Literal["claude-code", "codex", "opencode", "pi", "qwen-code", "gemini-cli", "aider", "none"]] = Field(default_factory=dict)
 
 
 def _regex(value: str) -> str:

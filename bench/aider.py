@@ -1,0 +1,95 @@
+"""aider (PyPI) through a real LiteLLM proxy, with and without the plugin: sessions and re-processed tokens.
+
+``harness.aider``'s sessions (a over three prompts, the third on the next calendar day; b in another
+workspace; c with a's first prompt in a third; each in the ``diff`` and ``whole`` edit formats) run
+once through the proxy group with the plugin and once through the same deployment with it switched
+off, in fresh workspaces each time. Reported per mode: the requests, the tokens re-processed (the
+longest common token prefix with any earlier request of the run, ``harness.real_agents``' measure)
+over the append-only bound, the plugin's session keys of each session's later requests (its log's
+call records: one per aider session and format, 6 with the plugin, none shared by two sessions;
+the plugin switched off keys nothing), and the distinct system prompts the model got in session a of the ``diff`` format (1
+with the plugin: the next day's date is pinned and noted).
+
+    .venv/bin/python -m bench.aider        # bench/results/aider.json
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+ROOT = Path(__file__).resolve().parent.parent
+
+from harness import aider  # noqa: E402
+from harness.procs import Proxy, log_records  # noqa: E402
+from harness.real_agents.harness import MODES, ScriptedModel, proxy_groups, reprocessed  # noqa: E402
+
+
+def main() -> int:
+    aider.install()
+    work = Path(tempfile.mkdtemp(prefix="aider-bench-"))
+    model = ScriptedModel(work)
+    log = work / "prefix.jsonl"
+    config = {"model_list": proxy_groups(model.url),
+              "litellm_settings": {"callbacks": ["litellm_prefix.proxy_handler"]},
+              "general_settings": {"master_key": "os.environ/LITELLM_MASTER_KEY"}}
+    proxy = Proxy(work, config, {"LITELLM_PREFIX_LOG": str(log)})
+    labels: list[str] = []
+    try:
+        proxy.wait_ready()
+        for mode in ("off", "plugin"):
+            seen = [len(model.records())]
+
+            def label(edit_format: str, name: str, number: int, mode: str = mode) -> None:
+                time.sleep(0.2)
+                now = len(model.records())
+                labels.extend([f"{mode}/{edit_format}/{name}/{number}"] * (now - seen[0]))
+                seen[0] = now
+
+            aider.sessions(f"{proxy.url}/v1", proxy.key, MODES[mode], work / mode, label)
+        records = model.records()
+        calls = [r for r in log_records(log) if r.get("event") == "call"]
+    finally:
+        proxy.stop()
+        model.stop()
+    report = {}
+    for mode in ("off", "plugin"):
+        mine = [(r, s) for r, s in zip(records, labels) if s.startswith(f"{mode}/")]
+        counted = reprocessed([r for r, _ in mine], [s.rsplit("/", 1)[0] for _, s in mine])
+        heads = {json.dumps(r["body"]["messages"][0]) for r, s in mine if s.startswith(f"{mode}/diff/a/")}
+        # the plugin's session key of each request after a session's first (its call record, paired by seq)
+        key_of = {int(c.get("cached_tokens") or 0): c.get("session") for c in calls}
+        owners: dict[str, set[str]] = {}
+        for r, s in mine:
+            if not s.endswith("/1") and key_of.get(r["seq"]):
+                owners.setdefault(key_of[r["seq"]], set()).add(s.rsplit("/", 1)[0])
+        report[mode] = {
+            "requests": len(mine),
+            "tokens": sum(t for t, _, _ in counted),
+            "reprocessed": sum(x for _, x, _ in counted),
+            "bound": sum(b for _, _, b in counted),
+            "ratio": round(sum(x for _, x, _ in counted) / max(1, sum(b for _, _, b in counted)), 3),
+            "heads_in_session_a_diff": len(heads),
+            # one key per session from its second request on, none shared (a first request runs on an
+            # empty journal under a key of its own)
+            "session_keys": len(owners),
+            "keys_shared_by_sessions": sum(len(v) > 1 for v in owners.values()),
+        }
+    out = ROOT / "bench" / "results" / "aider.json"
+    out.write_text(json.dumps({"aider": aider.VERSION, **report}, indent=1) + "\n")
+    for mode in ("off", "plugin"):
+        r = report[mode]
+        print(f"{mode:6}  {r['requests']} requests, re-processed {r['reprocessed']:,} of {r['tokens']:,} tokens "
+              f"({r['ratio']:.3f}x the append-only bound {r['bound']:,}); session keys {r['session_keys']}, shared by "
+              f"two sessions {r['keys_shared_by_sessions']}; "
+              f"system prompts in session a (diff): {r['heads_in_session_a_diff']}")
+    print(f"written to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

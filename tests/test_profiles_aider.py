@@ -1,0 +1,153 @@
+"""aider (aider-chat 0.86.2) on requests recorded from the real CLI.
+
+The fixture (tests/fixtures/agents_aider/aider.json, ``python -m harness.aider record``) is what
+aider sent through a LiteLLM proxy with the plugin off, in two edit formats (``diff``: its system
+prompt carries ``- Current date:``; ``whole``): session a over three prompts (continued with
+``--restore-chat-history``, the third on the next calendar day), session b in another workspace,
+session c in a third workspace with a's first prompt; the scripted model answered each prompt in
+words of its own. aider sends no session id, names no workspace, and opens every conversation
+with messages of its own (the edit format's example conversation, its repo map, its chat files,
+each answered by a fixed reply): without its profile every aider session of a tenant derived
+one key, the example conversation's.
+"""
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+from harness.agent_requests import claude_code_headers, codex_headers, opencode_headers, pi_headers
+
+from litellm_prefix import profiles
+from litellm_prefix.context import Target
+from litellm_prefix.core import Stabilizer
+from litellm_prefix.session import first_user_text, identify
+from litellm_prefix.settings import Settings
+from litellm_prefix.wire import chat
+
+FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "agents_aider" / "aider.json").read_text(encoding="utf-8"))
+REQUESTS: dict[str, dict] = FIXTURE["requests"]
+HEADERS: dict[str, str] = FIXTURE["headers"]
+ORDER = list(REQUESTS)  # as sent: per format a1, a2, b1, c1, b2, a3 (the next day), c2
+FORMATS = ("diff", "whole")
+PROMPTS = {"a": "Explain app.py briefly @script: say *", "b": "Rename add to plus @script: say *",
+           "c": "Explain app.py briefly @script: say *"}
+VLLM = Target(model="hosted_vllm/scripted", provider="hosted_vllm")
+
+
+def _proxy(body: dict) -> dict:
+    return {**copy.deepcopy(body), "proxy_server_request": {"headers": dict(HEADERS), "body": {}}}
+
+
+def _profile(body: dict, settings: Settings | None = None):
+    return profiles.detect(_proxy(body), chat.read(body).head, settings or Settings())
+
+
+def test_every_recorded_request_is_recognised_from_its_head_alone():
+    assert HEADERS["user-agent"].startswith("OpenAI/Python")  # its SDK's: nothing of aider's own
+    assert {name: getattr(_profile(body), "name", None) for name, body in REQUESTS.items()} == \
+        {name: "aider" for name in REQUESTS}
+    assert profiles.detect({"proxy_server_request": {"headers": HEADERS}}, (), Settings()) is None
+
+
+@pytest.mark.parametrize("head", [
+    "Act as an expert software developer.\nAlways use best practices when coding.",
+    "Act as an expert code analyst.\nAnswer questions about the supplied code.",
+    "Act as an expert architect engineer and provide direction to your editor engineer.",
+    "Act as an expert software developer who edits source code.\n",
+    "Act as an expert software developer and make changes to source code.\n",
+    "You are an expert on the AI coding tool called Aider.\nAnswer the user's questions about how to use aider.",
+])
+def test_each_of_aiders_modes_is_recognised(head):
+    body = {"model": "m", "messages": [{"role": "system", "content": head}, {"role": "user", "content": "hi"}]}
+    assert _profile(body).name == "aider"
+
+
+@pytest.mark.parametrize("head", [
+    "Act as an expert on Python packaging and answer briefly.",  # another prompt opening alike
+    "Act as an expert software developer and review this diff for bugs.",
+    "You are a helpful assistant. Act as an expert software developer.",  # not at its start
+])
+def test_other_prompts_are_not_taken_for_aider(head):
+    body = {"model": "m", "messages": [{"role": "system", "content": head}, {"role": "user", "content": "hi"}]}
+    assert _profile(body) is None
+
+
+@pytest.mark.parametrize("headers", [claude_code_headers(), codex_headers(), opencode_headers(), pi_headers()])
+def test_the_other_agents_are_still_recognised_by_their_headers_on_an_aider_like_head(headers):
+    body = REQUESTS["diff/a1"]
+    found = profiles.detect({**copy.deepcopy(body), "proxy_server_request": {"headers": headers}},
+                            chat.read(body).head, Settings())
+    assert found is not None and found.name != "aider"
+
+
+@pytest.mark.parametrize("edit_format", FORMATS)
+def test_the_first_typed_text_is_the_users_first_prompt_as_first_sent_and_as_replayed(edit_format):
+    for name, body in REQUESTS.items():
+        if not name.startswith(f"{edit_format}/"):
+            continue
+        session = name.split("/")[1][0]
+        assert first_user_text(chat.read(body), profiles.BY_NAME["aider"]) == json.dumps(PROMPTS[session]), name
+    # without the profile the first user message is the edit format's example prompt, the same everywhere
+    anonymous = {first_user_text(chat.read(body), None) for name, body in REQUESTS.items()
+                 if name.startswith(f"{edit_format}/")}
+    assert len(anonymous) == 1 and "Explain app.py" not in anonymous.pop()
+
+
+def _keys(settings: Settings) -> dict[str, tuple[str, bool]]:
+    out = {}
+    for name in ORDER:
+        body = REQUESTS[name]
+        data = _proxy(body)
+        view = chat.read(body)
+        identity = identify(data, view, profiles.detect(data, view.head, settings), "key-hash")
+        out[name] = (identity.key, identity.fresh)
+    return out
+
+
+@pytest.mark.parametrize("edit_format", FORMATS)
+def test_each_session_keeps_one_key_and_no_two_sessions_share_one(edit_format):
+    keys = _keys(Settings())
+    k = {name.split("/")[1]: keys[name] for name in ORDER if name.startswith(f"{edit_format}/")}
+    # a first request has no answer yet: it runs on an empty journal and inherits nothing
+    assert k["a1"][1] and k["b1"][1] and k["c1"][1]
+    assert not any(k[n][1] for n in ("a2", "a3", "b2", "c2"))
+    assert k["a2"][0] == k["a3"][0]  # continued, and on the next day
+    assert len({k["a2"][0], k["b2"][0], k["c2"][0]}) == 3  # c has a's first prompt, its own answer
+    # across the two formats too
+    other = "whole" if edit_format == "diff" else "diff"
+    assert keys[f"{edit_format}/a2"][0] != keys[f"{other}/a2"][0]
+
+
+def test_without_the_profile_every_aider_session_derived_one_key():
+    """What the profile mends: with detection off, sessions a, b and c share their journal."""
+    keys = _keys(Settings(profiles="off"))
+    assert len({keys[f"diff/{n}"][0] for n in ("a2", "b2", "c2", "a3")}) == 1
+
+
+def _run(names: list[str], settings: Settings) -> dict[str, dict]:
+    core = Stabilizer(settings)
+    out = {}
+    for name in names:
+        data = _proxy(REQUESTS[name])
+        data["litellm_call_id"] = f"call-{name}"
+        out[name] = core.stabilize_sync(data, "acompletion", target=VLLM)
+        assert core.stats["errors"] == 0
+    return out
+
+
+def test_the_next_day_keeps_the_head_and_tells_the_model_the_date():
+    names = [n for n in ORDER if n.startswith("diff/")]
+    out = _run(names, Settings())
+    sent = {n: REQUESTS[n]["messages"][0]["content"] for n in names}
+    assert "- Current date: 2026-12-04" in sent["diff/a2"] and "- Current date: 2026-12-05" in sent["diff/a3"]
+    head = {n: out[n]["messages"][0]["content"] for n in names}
+    assert head["diff/a3"] == head["diff/a2"] == sent["diff/a2"]  # the session's first date, pinned
+    tail = json.dumps(out["diff/a3"]["messages"][-2:])
+    assert "Current date: 2026-12-05" in tail  # the new date, in a note at the tail
+    # every message the client sent reached the model, in order
+    roles = [m["role"] for m in out["diff/a3"]["messages"] if m["role"] != "system"]
+    assert roles == [m["role"] for m in REQUESTS["diff/a3"]["messages"] if m["role"] != "system"]
+    # the other sessions keep their own heads: nothing inherited from a
+    assert head["diff/b1"] == sent["diff/b1"] and head["diff/c2"] == sent["diff/c2"]
