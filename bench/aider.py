@@ -1,12 +1,12 @@
 """aider (PyPI) through a real LiteLLM proxy, with and without the plugin: sessions and re-processed tokens.
 
 ``harness.aider``'s sessions (a over three prompts, the third on the next calendar day; b in another
-workspace; c with a's first prompt in a third; each in the ``diff`` and ``whole`` edit formats) run
+workspace; c with a's first prompt in a third; each in the variants of ``harness.aider.VARIANTS``) run
 once through the proxy group with the plugin and once through the same deployment with it switched
 off, in fresh workspaces each time. Reported per mode: the requests, the tokens re-processed (the
 longest common token prefix with any earlier request of the run, ``harness.real_agents``' measure)
 over the append-only bound, the plugin's session keys of each session's later requests (its log's
-call records: one per aider session and format, 6 with the plugin, none shared by two sessions;
+call records: one per aider session and variant, 9 with the plugin, none shared by two sessions;
 the plugin switched off keys nothing), and the distinct system prompts the model got in session a of the ``diff`` format (1
 with the plugin: the next day's date is pinned and noted).
 
@@ -44,10 +44,10 @@ def main() -> int:
         for mode in ("off", "plugin"):
             seen = [len(model.records())]
 
-            def label(edit_format: str, name: str, number: int, mode: str = mode) -> None:
+            def label(variant: str, name: str, number: int, mode: str = mode) -> None:
                 time.sleep(0.2)
                 now = len(model.records())
-                labels.extend([f"{mode}/{edit_format}/{name}/{number}"] * (now - seen[0]))
+                labels.extend([f"{mode}/{variant}/{name}/{number}"] * (now - seen[0]))
                 seen[0] = now
 
             aider.sessions(f"{proxy.url}/v1", proxy.key, MODES[mode], work / mode, label)

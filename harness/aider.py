@@ -9,9 +9,10 @@ with the workspace's session (``.aider.chat.history.md``), as its user would.
 
 The sessions (``SESSIONS``), each in its own git workspace: a goes on over three prompts, the third
 on the next calendar day (``TZ`` moved by 24 hours, as the real-agent harness does); b starts
-with another prompt in another workspace; c with a's first prompt in a third. Each in two edit
-formats: ``diff`` (SEARCH/REPLACE blocks; its system prompt carries the platform lines with
-``- Current date:``) and ``whole`` (no date).
+with another prompt in another workspace; c with a's first prompt in a third. Each in three
+variants (``VARIANTS``): the edit formats ``diff`` (SEARCH/REPLACE blocks; its system prompt carries
+the platform lines with ``- Current date:``) and ``whole`` (no date), and ``diff`` with gpt-4o's
+model settings (``diff-sys``).
 
     .venv/bin/python -m harness.aider record tests/fixtures/agents_aider/aider.json   # the test fixtures
 """
@@ -35,7 +36,13 @@ SESSIONS = (("a", 1, "Explain app.py briefly", False), ("a", 2, "Now add a sub f
             ("b", 1, "Rename add to plus", False), ("c", 1, "Explain app.py briefly", False),
             ("b", 2, "Add a docstring to plus", False), ("a", 3, "Add a test for sub", True),
             ("c", 2, "Now add a sub function", False))
-FORMATS = ("diff", "whole")
+# Each variant: (edit format, model settings aider reads from ``~/.aider.model.settings.yml``). The
+# scripted model's name is unknown to aider, so it gets aider's defaults (examples as messages, the
+# reminder appended to the prompt); ``diff-sys`` gives it gpt-4o's (aider/resources/model-settings.yml):
+# the examples inside the system prompt and the reminder as a system message after the prompt.
+VARIANTS = {"diff": ("diff", None), "whole": ("whole", None),
+            "diff-sys": ("diff", "reminder: sys\n  examples_as_sys_msg: true\n  lazy: true\n")}
+FORMATS = tuple(VARIANTS)
 DAY = ("Etc/GMT+12", "Etc/GMT-12")  # the same instant, one calendar day apart
 
 
@@ -87,21 +94,23 @@ def run(exe: Path, workspace: Path, home: Path, base_url: str, key: str, model: 
 
 
 def sessions(base_url: str, key: str, model: str, work: Path, on_request=None) -> list[tuple[str, str, int]]:
-    """Every session of ``SESSIONS`` in every format, in order; returns (format, session, prompt) per run.
-    ``on_request(format, session, prompt)`` is called after each run (to pick up what it sent)."""
+    """Every session of ``SESSIONS`` in every variant, in order; returns (variant, session, prompt) per
+    run. ``on_request(variant, session, prompt)`` is called after each run (to pick up what it sent)."""
     exe = install()
     done = []
-    for edit_format in FORMATS:
+    for variant, (edit_format, settings) in VARIANTS.items():
         spaces: dict[str, Path] = {}
         for name, number, text, next_day in SESSIONS:
             if name not in spaces:
-                spaces[name] = make_workspace(work / edit_format / name, name)
-            home = work / edit_format / f"home-{name}"
+                spaces[name] = make_workspace(work / variant / name, name)
+            home = work / variant / f"home-{name}"
             home.mkdir(exist_ok=True)
+            if settings:
+                (home / ".aider.model.settings.yml").write_text(f"- name: openai/{model}\n  {settings}")
             run(exe, spaces[name], home, base_url, key, model, edit_format, text, number > 1, DAY[int(next_day)])
-            done.append((edit_format, name, number))
+            done.append((variant, name, number))
             if on_request is not None:
-                on_request(edit_format, name, number)
+                on_request(variant, name, number)
     return done
 
 
@@ -122,11 +131,11 @@ def record(out: Path) -> None:
         proxy.wait_ready()
         seen = [0]
 
-        def collect(edit_format: str, name: str, number: int) -> None:
+        def collect(variant: str, name: str, number: int) -> None:
             time.sleep(0.3)
             records = model.records()
             for i, rec in enumerate(records[seen[0]:]):
-                requests[f"{edit_format}/{name}{number}" + (f".{i}" if i else "")] = rec["body"]
+                requests[f"{variant}/{name}{number}" + (f".{i}" if i else "")] = rec["body"]
             seen[0] = len(records)
 
         sessions(f"{proxy.url}/v1", proxy.key, GROUP_OFF, work, collect)

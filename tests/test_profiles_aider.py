@@ -1,8 +1,11 @@
 """aider (aider-chat 0.86.2) on requests recorded from the real CLI.
 
 The fixture (tests/fixtures/agents_aider/aider.json, ``python -m harness.aider record``) is what
-aider sent through a LiteLLM proxy with the plugin off, in two edit formats (``diff``: its system
-prompt carries ``- Current date:``; ``whole``): session a over three prompts (continued with
+aider sent through a LiteLLM proxy with the plugin off, in the edit formats ``diff`` (its system
+prompt carries ``- Current date:``) and ``whole`` with aider's defaults for a model it does not
+know (its example conversation as messages, its reminder appended to the prompt), and ``diff``
+with gpt-4o's settings (``diff-sys``: the examples in the system prompt, the reminder a system
+message after the prompt): session a over three prompts (continued with
 ``--restore-chat-history``, the third on the next calendar day), session b in another workspace,
 session c in a third workspace with a's first prompt; the scripted model answered each prompt in
 words of its own. aider sends no session id, names no workspace, and opens every conversation
@@ -30,7 +33,7 @@ FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "agents_aider" / "aid
 REQUESTS: dict[str, dict] = FIXTURE["requests"]
 HEADERS: dict[str, str] = FIXTURE["headers"]
 ORDER = list(REQUESTS)  # as sent: per format a1, a2, b1, c1, b2, a3 (the next day), c2
-FORMATS = ("diff", "whole")
+FORMATS = ("diff", "whole", "diff-sys")
 PROMPTS = {"a": "Explain app.py briefly @script: say *", "b": "Rename add to plus @script: say *",
            "c": "Explain app.py briefly @script: say *"}
 VLLM = Target(model="hosted_vllm/scripted", provider="hosted_vllm")
@@ -137,17 +140,21 @@ def _run(names: list[str], settings: Settings) -> dict[str, dict]:
     return out
 
 
-def test_the_next_day_keeps_the_head_and_tells_the_model_the_date():
-    names = [n for n in ORDER if n.startswith("diff/")]
+@pytest.mark.parametrize("variant", ["diff", "diff-sys"])
+def test_the_next_day_keeps_the_head_and_tells_the_model_the_date(variant):
+    names = [n for n in ORDER if n.startswith(f"{variant}/")]
     out = _run(names, Settings())
+    a2, a3, b1, c2 = (f"{variant}/{n}" for n in ("a2", "a3", "b1", "c2"))
     sent = {n: REQUESTS[n]["messages"][0]["content"] for n in names}
-    assert "- Current date: 2026-12-04" in sent["diff/a2"] and "- Current date: 2026-12-05" in sent["diff/a3"]
+    assert "- Current date: 2026-12-04" in sent[a2] and "- Current date: 2026-12-05" in sent[a3]
     head = {n: out[n]["messages"][0]["content"] for n in names}
-    assert head["diff/a3"] == head["diff/a2"] == sent["diff/a2"]  # the session's first date, pinned
-    tail = json.dumps(out["diff/a3"]["messages"][-2:])
-    assert "Current date: 2026-12-05" in tail  # the new date, in a note at the tail
-    # every message the client sent reached the model, in order
-    roles = [m["role"] for m in out["diff/a3"]["messages"] if m["role"] != "system"]
-    assert roles == [m["role"] for m in REQUESTS["diff/a3"]["messages"] if m["role"] != "system"]
+    assert head[a3] == head[a2] == sent[a2]  # the session's first date, pinned
+    after = json.dumps(out[a3]["messages"][len(REQUESTS[a2]["messages"]) - 1:])
+    assert "Current date: 2026-12-05" in after  # the new date, in a note after what a2 sent
+    assert "2026-12-05" not in json.dumps(out[a3]["messages"][:len(REQUESTS[a2]["messages"]) - 1])
+    # every user and assistant message the client sent reached the model, in order, as sent or noted
+    def talk(messages):
+        return [(m["role"], m["content"][:40]) for m in messages if m["role"] in ("user", "assistant")]
+    assert talk(out[a3]["messages"]) == talk(REQUESTS[a3]["messages"])
     # the other sessions keep their own heads: nothing inherited from a
-    assert head["diff/b1"] == sent["diff/b1"] and head["diff/c2"] == sent["diff/c2"]
+    assert head[b1] == sent[b1] and head[c2] == sent[c2]
