@@ -2,8 +2,9 @@
 
 ``harness.aider``'s sessions (a over three prompts, the third on the next calendar day; b in another
 workspace; c with a's first prompt in a third; each in the variants of ``harness.aider.VARIANTS``) run
-once through the proxy group with the plugin and once through the same deployment with it switched
-off, in fresh workspaces each time. Reported per mode: the requests, the tokens re-processed (the
+once through the proxy group with the plugin, once through the same deployment with it switched
+off, and once with the plugin but aider's profile forced off (``profiles.force``: ``none``), as
+before aider had one, in fresh workspaces each time. Reported per mode: the requests, the tokens re-processed (the
 longest common token prefix with any earlier request of the run, ``harness.real_agents``' measure)
 over the append-only bound, the plugin's session keys of each session's later requests (its log's
 call records: one per aider session and variant, 9 with the plugin, none shared by two sessions;
@@ -23,10 +24,14 @@ from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 ROOT = Path(__file__).resolve().parent.parent
+NO_PROFILE = "scripted-agents-no-profile"
+MODES_RUN = ("off", "plugin", "no-profile")
 
 from harness import aider  # noqa: E402
 from harness.procs import Proxy, log_records  # noqa: E402
 from harness.real_agents.harness import MODES, ScriptedModel, proxy_groups, reprocessed  # noqa: E402
+
+GROUPS = {**MODES, "no-profile": NO_PROFILE}
 
 
 def main() -> int:
@@ -34,14 +39,19 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="aider-bench-"))
     model = ScriptedModel(work)
     log = work / "prefix.jsonl"
-    config = {"model_list": proxy_groups(model.url),
+    groups = proxy_groups(model.url)
+    # a third group: the plugin with aider's profile forced off, as before aider had one
+    groups.append({**groups[0], "model_name": NO_PROFILE})
+    settings = work / "litellm-prefix.json"
+    settings.write_text(json.dumps({"profiles": {"force": {NO_PROFILE: "none"}}}))
+    config = {"model_list": groups,
               "litellm_settings": {"callbacks": ["litellm_prefix.proxy_handler"]},
               "general_settings": {"master_key": "os.environ/LITELLM_MASTER_KEY"}}
-    proxy = Proxy(work, config, {"LITELLM_PREFIX_LOG": str(log)})
+    proxy = Proxy(work, config, {"LITELLM_PREFIX_LOG": str(log), "LITELLM_PREFIX_CONFIG": str(settings)})
     labels: list[str] = []
     try:
         proxy.wait_ready()
-        for mode in ("off", "plugin"):
+        for mode in MODES_RUN:
             seen = [len(model.records())]
 
             def label(variant: str, name: str, number: int, mode: str = mode) -> None:
@@ -50,14 +60,14 @@ def main() -> int:
                 labels.extend([f"{mode}/{variant}/{name}/{number}"] * (now - seen[0]))
                 seen[0] = now
 
-            aider.sessions(f"{proxy.url}/v1", proxy.key, MODES[mode], work / mode, label)
+            aider.sessions(f"{proxy.url}/v1", proxy.key, GROUPS[mode], work / mode, label)
         records = model.records()
         calls = [r for r in log_records(log) if r.get("event") == "call"]
     finally:
         proxy.stop()
         model.stop()
     report = {}
-    for mode in ("off", "plugin"):
+    for mode in MODES_RUN:
         mine = [(r, s) for r, s in zip(records, labels) if s.startswith(f"{mode}/")]
         counted = reprocessed([r for r, _ in mine], [s.rsplit("/", 1)[0] for _, s in mine])
         heads = {json.dumps(r["body"]["messages"][0]) for r, s in mine if s.startswith(f"{mode}/diff/a/")}
@@ -81,9 +91,9 @@ def main() -> int:
         }
     out = ROOT / "bench" / "results" / "aider.json"
     out.write_text(json.dumps({"aider": aider.VERSION, **report}, indent=1) + "\n")
-    for mode in ("off", "plugin"):
+    for mode in MODES_RUN:
         r = report[mode]
-        print(f"{mode:6}  {r['requests']} requests, re-processed {r['reprocessed']:,} of {r['tokens']:,} tokens "
+        print(f"{mode:10}  {r['requests']} requests, re-processed {r['reprocessed']:,} of {r['tokens']:,} tokens "
               f"({r['ratio']:.3f}x the append-only bound {r['bound']:,}); session keys {r['session_keys']}, shared by "
               f"two sessions {r['keys_shared_by_sessions']}; "
               f"system prompts in session a (diff): {r['heads_in_session_a_diff']}")
