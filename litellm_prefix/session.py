@@ -180,9 +180,9 @@ def first_typed(view: View, profile: "Profile | None") -> tuple[int, Any] | None
     at = first
     if profile is not None and profile.context_through:
         for index in range(first, min(len(body), first + CONTEXT_THROUGH_SCAN)):
-            if is_user_message(body[index]) and _opens(body[index], profile.context_through) \
-                    and _acknowledged(body, index + 1, profile) is not None:
-                after = _next_user(body, index + 2)
+            if is_user_message(body[index]) and _opens(body[index], profile.context_through):
+                reply = _acknowledged(body, index + 1, profile)
+                after = _next_user(body, reply) if reply is not None else None
                 if after is not None:
                     at = after
                 break

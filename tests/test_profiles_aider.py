@@ -158,3 +158,16 @@ def test_the_next_day_keeps_the_head_and_tells_the_model_the_date(variant):
     assert talk(out[a3]["messages"]) == talk(REQUESTS[a3]["messages"])
     # the other sessions keep their own heads: nothing inherited from a
     assert head[b1] == sent[b1] and head[c2] == sent[c2]
+
+
+def test_a_context_message_answered_in_other_words_stands_as_the_prompt():
+    """Only aider's own fixed replies make a message its context: a repo map the model answered in
+    words of its own is the conversation's first prompt (never skipped to a later message)."""
+    body = copy.deepcopy(REQUESTS["diff-sys/a2"])
+    messages = body["messages"]
+    at = next(i for i, m in enumerate(messages) if str(m["content"]).startswith("Here are summaries"))
+    assert messages[at + 1]["content"] == "Ok, I won't try and edit those files without asking first."
+    aider = profiles.BY_NAME["aider"]
+    assert first_user_text(chat.read(body), aider) == json.dumps(PROMPTS["a"])
+    messages[at + 1]["content"] = "I see app.py defines add."
+    assert first_user_text(chat.read(body), aider) == json.dumps(messages[at]["content"], ensure_ascii=False)
