@@ -20,6 +20,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from harness.agent_requests import claude_code_headers, codex_headers, opencode_headers, pi_headers
 
 from litellm_prefix import profiles
@@ -171,3 +173,68 @@ def test_a_context_message_answered_in_other_words_stands_as_the_prompt():
     assert first_user_text(chat.read(body), aider) == json.dumps(PROMPTS["a"])
     messages[at + 1]["content"] = "I see app.py defines add."
     assert first_user_text(chat.read(body), aider) == json.dumps(messages[at]["content"], ensure_ascii=False)
+
+
+# -- any aider conversation --------------------------------------------------------------------
+
+CONTEXT = (("Here are summaries of some files present in my git repository.\nDo not propose changes.\n\napp.py:\n",
+            "Ok, I won't try and edit those files without asking first."),
+           ("Here are some READ ONLY files, provided for your reference.\nDo not edit these files!\n\nREADME.md\n",
+            "Ok, I will use these files as references."),
+           ("I have *added these files to the chat* so you can go ahead and edit them.\n\napp.py\n",
+            "Ok, any changes I propose will be to those files."))
+EXAMPLES_END = ("I switched to a new code base. Please don't consider the above files or try to edit them any longer.",
+                "Ok.")
+REMINDERS = ("", "\n\n# *SEARCH/REPLACE block* Rules:\n\nEvery *SEARCH/REPLACE block* must use this format:",
+             "\n\nTo suggest changes to a file you MUST return the entire content of the updated file.")
+typed = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=40).filter(
+    lambda t: t.strip() and not t.lstrip().startswith(("Here are", "I have *added", "I switched", "Image file")))
+
+
+def _conversation(prompt, history, examples, read_only, reminder, answers):
+    """An aider request: system, maybe examples, maybe read-only files, the repo map, the history
+    (the first prompt, replayed with two trailing blanks, and the model's answers), the chat files,
+    and the current prompt with its reminder."""
+    messages = [{"role": "system", "content": "Act as an expert software developer.\nAlways use best practices."}]
+    if examples:
+        messages += [{"role": "user", "content": "Change get_factorial() to use math.factorial"},
+                     {"role": "assistant", "content": "To make this change we need to modify `app.py`."},
+                     {"role": "user", "content": EXAMPLES_END[0]}, {"role": "assistant", "content": EXAMPLES_END[1]}]
+    for text, reply in CONTEXT[:2] if read_only else CONTEXT[:1]:
+        messages += [{"role": "user", "content": text}, {"role": "assistant", "content": reply}]
+    current = prompt
+    if history:
+        messages += [{"role": "user", "content": prompt + "  \n"}, {"role": "assistant", "content": answers[0]}]
+        for i, later in enumerate(history):
+            messages += [{"role": "user", "content": later}, {"role": "assistant", "content": answers[i + 1]}]
+        current = "and then?"
+    messages += [{"role": "user", "content": CONTEXT[2][0]}, {"role": "assistant", "content": CONTEXT[2][1]},
+                 {"role": "user", "content": current + reminder}]
+    return {"model": "m", "messages": messages}
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(prompt=typed, other=typed, history=st.lists(typed, max_size=3), examples=st.booleans(),
+       read_only=st.booleans(), reminder=st.sampled_from(REMINDERS))
+def test_any_aider_conversation_keys_on_its_own_first_prompt_and_answer(prompt, other, history, examples, read_only,
+                                                                         reminder):
+    aider = profiles.BY_NAME["aider"]
+    history = history or ["go on"]
+    answers = [f"Answer {i}: {prompt[:5]}" for i in range(len(history) + 1)]
+    first = _conversation(prompt, [], examples, read_only, reminder, answers)
+    later = _conversation(prompt, history, examples, read_only, reminder, answers)
+    for body in (first, later):
+        assert _profile(body).name == "aider"
+        # the prompt as first sent (reminder appended) and as replayed (two blanks) is one anchor
+        assert first_user_text(chat.read(body), aider) == json.dumps(prompt.rstrip(), ensure_ascii=False)
+
+    def key(body):
+        data = _proxy(body)
+        return identify(data, chat.read(body), aider, "key-hash")
+
+    assert key(first).fresh and not key(later).fresh
+    # another session: another first prompt, or the same prompt answered in other words
+    if other.rstrip() != prompt.rstrip():
+        assert key(_conversation(other, history, examples, read_only, reminder, answers)).key != key(later).key
+    reworded = ["Other words."] + answers[1:]
+    assert key(_conversation(prompt, history, examples, read_only, reminder, reworded)).key != key(later).key
