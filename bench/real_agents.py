@@ -182,14 +182,21 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--parallel", type=int, default=2)
     parser.add_argument("--replicas", type=int, default=1,
                         help="N > 1: N proxies sharing a redis-server store behind a round-robin balancer")
+    parser.add_argument("--fail-every", type=int, default=0,
+                        help="N > 0: the scripted model answers every Nth chat request HTTP 500 (a fault), "
+                             "and the proxy does not retry it: the agent's own client does")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "real_agents.json"))
     args = parser.parse_args(argv)
     specs = [s for s in harness.SPECS if not args.names or s.name in args.names]
     work = Path(tempfile.mkdtemp(prefix="real-agents-"))
-    model = harness.ScriptedModel(work)
+    model = harness.ScriptedModel(work, fail_every=args.fail_every)
     config = {"model_list": harness.proxy_groups(model.url),
               "litellm_settings": {"callbacks": ["litellm_prefix.proxy_handler"]},
               "general_settings": {"master_key": "os.environ/LITELLM_MASTER_KEY"}}
+    if args.fail_every:  # the fault reaches the agent, whose own client sends the request again
+        for group in config["model_list"]:
+            group["litellm_params"]["max_retries"] = 0
+        config["router_settings"] = {"num_retries": 0, "allowed_fails": 1000}
     try:
         with Fleet(work, config, args.replicas) as fleet:
             started = time.monotonic()

@@ -341,3 +341,18 @@ def test_the_mcp_server_lists_one_tool_named_after_its_marker_and_answers_every_
     assert called["result"]["content"] == [{"type": "text", "text": "k"}]
     assert mcp_server.answer({"jsonrpc": "2.0", "id": 4, "method": "prompts/list"}, "m")["result"] == {"prompts": []}
     assert mcp_server.answer({"jsonrpc": "2.0", "id": 5, "method": "nope"}, "m")["error"]["code"] == -32601
+
+
+def test_the_scripted_models_faults_answer_every_nth_request_500_and_record_only_the_others(tmp_path):
+    """``bench/real_agents.py --fail-every N``: the fault reaches the agent (no work done, nothing
+    recorded), whose own client sends the request again."""
+    import httpx
+
+    model = harness.ScriptedModel(tmp_path, fail_every=3)
+    try:
+        body = {"model": "scripted", "messages": [{"role": "user", "content": "hi"}]}
+        codes = [httpx.post(f"{model.url}/v1/chat/completions", json=body, timeout=10).status_code for _ in range(6)]
+        assert codes == [200, 200, 500, 200, 200, 500]
+        assert [r["seq"] for r in model.records()] == [1, 2, 3, 4]
+    finally:
+        model.stop()

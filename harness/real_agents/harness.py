@@ -150,7 +150,8 @@ def _free_port() -> int:
 class ScriptedModel:
     """model.py in its own process group on 127.0.0.1, recording to ``record``; stopped by pid."""
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, fail_every: int = 0) -> None:
+        """``fail_every``: every Nth chat request answered HTTP 500 (model.py's faults; 0: none)."""
         workdir.mkdir(parents=True, exist_ok=True)
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -160,8 +161,8 @@ class ScriptedModel:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "harness.real_agents.model", "--port", str(self.port), "--record", str(self.record)],
             stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True,
-            env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE.parent.parent),
-                                                                           os.environ.get("PYTHONPATH")]))})
+            env={**os.environ, "SCRIPTED_MODEL_FAIL_EVERY": str(fail_every),
+                 "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE.parent.parent), os.environ.get("PYTHONPATH")]))})
         wait_port(self.port, self.proc, 30, log, "scripted model")
 
     def records(self) -> list[dict]:

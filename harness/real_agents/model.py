@@ -37,6 +37,9 @@ Step index = the number of assistant messages with tool calls after that user me
 used up, no script, or no tools: a short text answer (titles, summaries, compaction prompts).
 A step whose tool the request does not offer is answered with a text naming what is missing.
 
+Faults (``SCRIPTED_MODEL_FAIL_EVERY=N``): every Nth chat request is answered HTTP 500 before any
+work and is not recorded (``bench/real_agents.py --fail-every N``).
+
 Every request is appended to the record file as one JSON line:
 ``{"seq", "time", "path", "headers", "body" (parsed), "reply": {"text"| "tool_calls"}}``.
 ``usage.prompt_tokens_details.cached_tokens`` is the request's ``seq`` (1, 2, ...): the plugin's
@@ -46,6 +49,7 @@ request it measured. ``prompt_tokens`` is the body's length / 4.
 from __future__ import annotations
 
 import json
+import os
 import re
 import threading
 import time
@@ -309,10 +313,18 @@ def chat_stream(model: str, reply: dict, usage: dict) -> list[bytes]:
 
 
 class _State:
-    def __init__(self, record_path: str | None) -> None:
+    def __init__(self, record_path: str | None, fail_every: int = 0) -> None:
         self.lock = threading.Lock()
         self.seq = 0
         self.record_path = record_path
+        self.fail_every = fail_every
+        self.arrived = 0  # chat requests, failed ones included
+
+    def fails(self) -> bool:
+        """Whether this chat request is one of the faults (``fail_every``: every Nth, 0 none)."""
+        with self.lock:
+            self.arrived += 1
+            return bool(self.fail_every) and self.arrived % self.fail_every == 0
 
     def record(self, path: str, headers: dict, body: Any, reply: dict) -> int:
         with self.lock:
@@ -346,6 +358,9 @@ def make_handler(state: _State):
                 state.record(self.path, headers, body, {"error": "unsupported route"})
                 self._send_json({"error": {"message": f"the scripted model serves chat completions only, not {self.path}"}}, 404)
                 return
+            if state.fails():  # a server fault before any work: not recorded, nothing prefilled
+                self._send_json({"error": {"message": "scripted fault", "type": "server_error"}}, 500)
+                return
             try:
                 reply = decide(body)
             except Exception as exc:  # a malformed request must not take the model down
@@ -362,7 +377,8 @@ def make_handler(state: _State):
 
 
 def serve(host: str, port: int, record_path: str | None) -> ThreadingHTTPServer:
-    return Server((host, port), make_handler(_State(record_path)))  # (its listen backlog: 1024)
+    fail_every = int(os.environ.get("SCRIPTED_MODEL_FAIL_EVERY") or 0)
+    return Server((host, port), make_handler(_State(record_path, fail_every)))  # (its listen backlog: 1024)
 
 
 def main() -> None:
