@@ -67,6 +67,7 @@ bench: $(BIN)/.installed $(BIN)/.installed-agents
 	$(BIN)/python -m bench.replicas --small
 	$(BIN)/python -m bench.real_agents
 	$(BIN)/python -m bench.real_agents --replicas 2 --out bench/results/real_agents_replicas.json
+	$(BIN)/python -m bench.real_agents --fail-every 7 --out bench/results/real_agents_faults.json
 	$(BIN)/python -m bench.aider
 	$(BIN)/python -m bench.fleet --replicas 8 4 16 --seed 1 2 3
 	$(BIN)/python -m bench.fleet_real --seed 1 2 3
