@@ -12,6 +12,8 @@ import pytest
 
 from harness.balancer import Balancer
 
+pytestmark = pytest.mark.e2e  # a child process: not in the inner loop
+
 RELEASE = threading.Event()
 RELEASED: list[bool] = []  # the backend's wait for the test: True where the client saw the first event in time
 
