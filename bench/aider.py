@@ -19,7 +19,6 @@ import json
 import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -29,7 +28,8 @@ MODES_RUN = ("off", "plugin", "no-profile")
 
 from harness import aider  # noqa: E402
 from harness.procs import Proxy, log_records  # noqa: E402
-from harness.real_agents.harness import MODES, ScriptedModel, proxy_groups, reprocessed  # noqa: E402
+from harness.real_agents.harness import (MODES, ScriptedModel, proxy_groups, reprocessed,  # noqa: E402
+                                          scripted_proxy_config)
 
 GROUPS = {**MODES, "no-profile": NO_PROFILE}
 
@@ -39,40 +39,28 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="aider-bench-"))
     model = ScriptedModel(work)
     log = work / "prefix.jsonl"
-    groups = proxy_groups(model.url)
     # a third group: the plugin with aider's profile forced off, as before aider had one
-    groups.append({**groups[0], "model_name": NO_PROFILE})
+    config = scripted_proxy_config(model.url, ({**proxy_groups(model.url)[0], "model_name": NO_PROFILE},))
     settings = work / "litellm-prefix.json"
     settings.write_text(json.dumps({"profiles": {"force": {NO_PROFILE: "none"}}}))
-    config = {"model_list": groups,
-              "litellm_settings": {"callbacks": ["litellm_prefix.proxy_handler"]},
-              "general_settings": {"master_key": "os.environ/LITELLM_MASTER_KEY"}}
     proxy = Proxy(work, config, {"LITELLM_PREFIX_LOG": str(log), "LITELLM_PREFIX_CONFIG": str(settings)})
-    labels: list[str] = []
+    sent: dict[str, list[tuple[dict, str]]] = {}  # mode -> (request, "variant/session/prompt")
     try:
         proxy.wait_ready()
         for mode in MODES_RUN:
-            seen = [len(model.records())]
-
-            def label(variant: str, name: str, number: int, mode: str = mode) -> None:
-                time.sleep(0.2)
-                now = len(model.records())
-                labels.extend([f"{mode}/{variant}/{name}/{number}"] * (now - seen[0]))
-                seen[0] = now
-
-            aider.sessions(f"{proxy.url}/v1", proxy.key, GROUPS[mode], work / mode, label)
-        records = model.records()
+            runs = aider.sessions(f"{proxy.url}/v1", proxy.key, GROUPS[mode], work / mode, model.records)
+            sent[mode] = [(r, f"{variant}/{name}/{number}") for variant, name, number, rs in runs for r in rs]
         calls = [r for r in log_records(log) if r.get("event") == "call"]
     finally:
         proxy.stop()
         model.stop()
+    # the plugin's session key of each request (its call record, paired by seq)
+    key_of = {int(c.get("cached_tokens") or 0): c.get("session") for c in calls}
     report = {}
     for mode in MODES_RUN:
-        mine = [(r, s) for r, s in zip(records, labels) if s.startswith(f"{mode}/")]
+        mine = sent[mode]
         counted = reprocessed([r for r, _ in mine], [s.rsplit("/", 1)[0] for _, s in mine])
-        heads = {json.dumps(r["body"]["messages"][0]) for r, s in mine if s.startswith(f"{mode}/diff/a/")}
-        # the plugin's session key of each request after a session's first (its call record, paired by seq)
-        key_of = {int(c.get("cached_tokens") or 0): c.get("session") for c in calls}
+        heads = {json.dumps(r["body"]["messages"][0]) for r, s in mine if s.startswith("diff/a/")}
         owners: dict[str, set[str]] = {}
         for r, s in mine:
             if not s.endswith("/1") and key_of.get(r["seq"]):

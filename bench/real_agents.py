@@ -190,9 +190,7 @@ def main(argv: list[str]) -> int:
     specs = [s for s in harness.SPECS if not args.names or s.name in args.names]
     work = Path(tempfile.mkdtemp(prefix="real-agents-"))
     model = harness.ScriptedModel(work, fail_every=args.fail_every)
-    config = {"model_list": harness.proxy_groups(model.url),
-              "litellm_settings": {"callbacks": ["litellm_prefix.proxy_handler"]},
-              "general_settings": {"master_key": "os.environ/LITELLM_MASTER_KEY"}}
+    config = harness.scripted_proxy_config(model.url)
     if args.fail_every:  # the fault reaches the agent, whose own client sends the request again
         for group in config["model_list"]:
             group["litellm_params"]["max_retries"] = 0

@@ -24,7 +24,7 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
+from collections.abc import Callable
 from pathlib import Path
 
 from harness.real_agents.install import cache_dir
@@ -93,9 +93,11 @@ def run(exe: Path, workspace: Path, home: Path, base_url: str, key: str, model: 
     return done
 
 
-def sessions(base_url: str, key: str, model: str, work: Path, on_request=None) -> list[tuple[str, str, int]]:
-    """Every session of ``SESSIONS`` in every variant, in order; returns (variant, session, prompt) per
-    run. ``on_request(variant, session, prompt)`` is called after each run (to pick up what it sent)."""
+def sessions(base_url: str, key: str, model: str, work: Path,
+             records: Callable[[], list[dict]]) -> list[tuple[str, str, int, list[dict]]]:
+    """Every session of ``SESSIONS`` in every variant, in order: (variant, session, prompt, the
+    requests that run sent) per run. ``records``: the scripted model's records so far (it records a
+    request before it answers, so a run's are all there when aider exits)."""
     exe = install()
     done = []
     for variant, (edit_format, settings) in VARIANTS.items():
@@ -107,10 +109,9 @@ def sessions(base_url: str, key: str, model: str, work: Path, on_request=None) -
             home.mkdir(exist_ok=True)
             if settings:
                 (home / ".aider.model.settings.yml").write_text(f"- name: openai/{model}\n  {settings}")
+            before = len(records())
             run(exe, spaces[name], home, base_url, key, model, edit_format, text, number > 1, DAY[int(next_day)])
-            done.append((variant, name, number))
-            if on_request is not None:
-                on_request(variant, name, number)
+            done.append((variant, name, number, records()[before:]))
     return done
 
 
@@ -118,30 +119,18 @@ def record(out: Path) -> None:
     """The requests aider sent in every session (through a proxy with the plugin off: as sent), with
     its client headers (one run straight to the scripted model), into ``out``."""
     from harness.procs import Proxy
-    from harness.real_agents.harness import GROUP_OFF, ScriptedModel, proxy_groups
+    from harness.real_agents.harness import GROUP_OFF, ScriptedModel, scripted_proxy_config
 
     work = Path(tempfile.mkdtemp(prefix="aider-record-"))
     model = ScriptedModel(work)
-    config = {"model_list": proxy_groups(model.url),
-              "litellm_settings": {"callbacks": ["litellm_prefix.proxy_handler"]},
-              "general_settings": {"master_key": "os.environ/LITELLM_MASTER_KEY"}}
-    proxy = Proxy(work, config, {})
-    requests: dict[str, dict] = {}
+    proxy = Proxy(work, scripted_proxy_config(model.url), {})
     try:
         proxy.wait_ready()
-        seen = [0]
-
-        def collect(variant: str, name: str, number: int) -> None:
-            time.sleep(0.3)
-            records = model.records()
-            for i, rec in enumerate(records[seen[0]:]):
-                requests[f"{variant}/{name}{number}" + (f".{i}" if i else "")] = rec["body"]
-            seen[0] = len(records)
-
-        sessions(f"{proxy.url}/v1", proxy.key, GROUP_OFF, work, collect)
+        runs = sessions(f"{proxy.url}/v1", proxy.key, GROUP_OFF, work, model.records)
+        requests = {f"{variant}/{name}{number}" + (f".{i}" if i else ""): rec["body"]
+                    for variant, name, number, sent in runs for i, rec in enumerate(sent)}
         space = make_workspace(work / "direct", "direct")
         run(install(), space, work / "direct", f"{model.url}/v1", "none", "scripted", "whole", "hello", False, "UTC")
-        time.sleep(0.3)
         headers = {k: v for k, v in model.records()[-1]["headers"].items() if k.lower() not in ("host", "content-length")}
     finally:
         proxy.stop()

@@ -14,7 +14,6 @@ import http.client
 import itertools
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -22,7 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from harness.procs import stop, wait_port
+from harness.procs import free_port, stop, wait_port
 
 # Headers of one hop (RFC 9110 7.6.1) and the ones this balancer sets itself.
 HOP = {"connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", "host",
@@ -98,9 +97,7 @@ class Balancer:
 
     def __init__(self, workdir: Path, backends: list[str]) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = workdir / "balancer.log"
         root = str(Path(__file__).resolve().parent.parent)

@@ -182,7 +182,7 @@ def first_typed(view: View, profile: "Profile | None") -> tuple[int, Any] | None
         for index in range(first, min(len(body), first + CONTEXT_THROUGH_SCAN)):
             if is_user_message(body[index]) and _opens(body[index], profile.context_through):
                 reply = _acknowledged(body, index + 1, profile)
-                after = _next_user(body, reply) if reply is not None else None
+                after = first_user(body, reply) if reply is not None else None
                 if after is not None:
                     at = after
                 break
@@ -196,14 +196,10 @@ def first_typed(view: View, profile: "Profile | None") -> tuple[int, Any] | None
         reply = _acknowledged(body, at + 1, profile)
         if reply is None:
             return at, content
-        later = _next_user(body, reply)
+        later = first_user(body, reply)
         if later is None:
             return at, content  # (no prompt yet after the context: the context stands for it)
         at = later
-
-
-def _next_user(body: Sequence[Any], start: int) -> int | None:
-    return next((index for index in range(start, len(body)) if is_user_message(body[index])), None)
 
 
 def _opens(item: Any, patterns: tuple[str, ...]) -> bool:

@@ -63,8 +63,6 @@ import base64
 import json
 import os
 import re
-import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -76,7 +74,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from harness.procs import log_records, wait_port
+from harness.procs import free_port, log_records, stop, wait_port
 from harness.real_agents import install
 from harness.real_agents.model import text_of
 from harness.real_agents.spec import AgentSpec, RunContext
@@ -138,13 +136,15 @@ def proxy_groups(model_url: str) -> list[dict]:
              "model_info": {"litellm_prefix": {"enabled": False}}}]
 
 
+def scripted_proxy_config(model_url: str, extra: tuple[dict, ...] = ()) -> dict:
+    """A LiteLLM proxy config with the plugin as its callback and the scripted model's groups
+    (``proxy_groups``, then ``extra``); the master key from ``LITELLM_MASTER_KEY`` (``Proxy``'s)."""
+    return {"model_list": [*proxy_groups(model_url), *extra],
+            "litellm_settings": {"callbacks": ["litellm_prefix.proxy_handler"]},
+            "general_settings": {"master_key": "os.environ/LITELLM_MASTER_KEY"}}
+
+
 # -- the scripted model process --------------------------------------------------------
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class ScriptedModel:
@@ -153,7 +153,7 @@ class ScriptedModel:
     def __init__(self, workdir: Path, fail_every: int = 0) -> None:
         """``fail_every``: every Nth chat request answered HTTP 500 (model.py's faults; 0: none)."""
         workdir.mkdir(parents=True, exist_ok=True)
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.record = workdir / "scripted-model.jsonl"
         self.record.touch()
@@ -169,12 +169,7 @@ class ScriptedModel:
         return [json.loads(line) for line in self.record.read_text(encoding="utf-8").splitlines() if line.strip()]
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGTERM)
-                self.proc.wait(timeout=10)
-            except (ProcessLookupError, subprocess.TimeoutExpired):
-                pass
+        stop(self.proc)
 
 
 # -- running one agent -----------------------------------------------------------------

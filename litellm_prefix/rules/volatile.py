@@ -242,9 +242,10 @@ def _context_rules(blocks: tuple[ContextBlock, ...]):
                  for block in blocks)
 
 
-def first_user(body: tuple) -> int | None:
-    for index, item in enumerate(body):
-        if is_user_message(item):
+def first_user(body: tuple, start: int = 0) -> int | None:
+    """The index of the first user message at or after ``start``; None: none."""
+    for index in range(start, len(body)):
+        if is_user_message(body[index]):
             return index
     return None
 
