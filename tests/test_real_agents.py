@@ -356,3 +356,16 @@ def test_the_scripted_models_faults_answer_every_nth_request_500_and_record_only
         assert [r["seq"] for r in model.records()] == [1, 2, 3, 4]
     finally:
         model.stop()
+
+
+def test_another_bench_can_run_a_subset_of_scenarios_against_other_groups(tmp_path):
+    """``bench/hosted.py`` runs these agents against provider emulators: its own mode -> group
+    mapping, and only some scenarios (a compaction brings the session it goes on with)."""
+    prompts = {"a": ["1"], "b": ["2"], "e": ["3"], "f": ["4"]}
+    assert harness.selected(prompts, None) == prompts
+    assert harness.selected(prompts, ["b"]) == {"b": ["2"]}
+    assert harness.selected(prompts, {"e"}) == {"a": ["1"], "e": ["3"]}
+    assert harness.selected(prompts, ["d"]) == {}  # one this agent has not: none
+    assert harness.Env("u", "k", tmp_path).groups == harness.MODES
+    assert harness.Env("u", "k", tmp_path, groups={"plugin": "emu-on"}).groups == {"plugin": "emu-on"}
+    assert harness.plugin_calls(None, ("emu-on",)) == {}

@@ -69,6 +69,7 @@ import threading
 import time
 from array import array
 from collections import Counter, defaultdict
+from collections.abc import Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -196,6 +197,9 @@ class Env:
     workdir: Path
     lock: threading.Lock = field(default_factory=threading.Lock)
     proxy: Any = None  # the proxy (``harness.procs.Proxy``), or a list of replicas: a run checks they are up first
+    # mode -> the proxy's model group the agents ask for in that mode (another bench points the same
+    # scenarios at other groups: a provider emulator behind each, with and without the plugin)
+    groups: Mapping[str, str] = field(default_factory=lambda: dict(MODES))
 
     def check_proxy(self) -> None:
         """Fail at once where a proxy process has exited (every later run would only time out)."""
@@ -357,39 +361,49 @@ def scenario_prompts(spec: AgentSpec) -> dict[str, list[str]]:
     return out
 
 
-def run_agent(spec: AgentSpec, env: Env, mode: str) -> list[Run]:
-    """Every scenario of one agent in one mode, one run after another."""
+def selected(prompts: dict[str, list[str]], scenarios: Collection[str] | None) -> dict[str, list[str]]:
+    """``prompts`` of the ``scenarios`` asked for (all where None), with the session each goes on
+    with (``SESSION``: e needs a)."""
+    if scenarios is None:
+        return prompts
+    wanted = set(scenarios) | {SESSION[s] for s in scenarios if s in SESSION}
+    return {s: p for s, p in prompts.items() if s in wanted}
+
+
+def run_agent(spec: AgentSpec, env: Env, mode: str, scenarios: Collection[str] | None = None) -> list[Run]:
+    """Every scenario of one agent in one mode, one run after another (``scenarios``: only those,
+    of the agent's ``scenario_prompts``; e, the compaction, goes on with a, which then runs too)."""
     root = env.workdir / spec.name / mode
     install_root = install.install(spec)
     node_bin = install.node_bin()
-    base = dict(base_url=env.proxy_url, api_key=env.api_key, model=MODES[mode], node_bin=node_bin,
+    base = dict(base_url=env.proxy_url, api_key=env.api_key, model=env.groups[mode], node_bin=node_bin,
                 install_root=install_root)
     runs: list[Run] = []
-    prompts = scenario_prompts(spec)
+    prompts = selected(scenario_prompts(spec), scenarios)
 
     def go(ctx: RunContext, scenario: str, n: int, text: str, resume: bool) -> None:
         env.check_proxy()
         run = Run(spec.name, mode, scenario, n, text, 0.0)
         runs.append(run_cli(spec, ctx, spec.argv(ctx, text, resume), run))
 
-    # a: continuation, a commit and a changed file, the next day (and a compaction where there is one)
-    ctx = RunContext(home=(root / "home-a"), workspace=make_workspace(root / "ws-a"), tz=DAY1, **base)
-    ctx.home.mkdir(parents=True)
-    go(ctx, "a", 1, prompts["a"][0], False)
-    change_workspace(ctx.workspace)
-    go(ctx, "a", 2, prompts["a"][1], True)
-    ctx = replace(ctx, tz=DAY2)
-    go(ctx, "a", 3, prompts["a"][2], True)
+    if "a" in prompts:  # a: continuation, a commit and a changed file, the next day (and a compaction)
+        ctx = RunContext(home=(root / "home-a"), workspace=make_workspace(root / "ws-a"), tz=DAY1, **base)
+        ctx.home.mkdir(parents=True)
+        go(ctx, "a", 1, prompts["a"][0], False)
+        change_workspace(ctx.workspace)
+        go(ctx, "a", 2, prompts["a"][1], True)
+        ctx = replace(ctx, tz=DAY2)
+        go(ctx, "a", 3, prompts["a"][2], True)
     if "e" in prompts:  # e: session a compacted after the next-day resume, then a 4th prompt on what it left
         env.check_proxy()
         run = Run(spec.name, mode, "e", 0, "", 0.0)
         runs.append(run_cli(spec, ctx, spec.compact_argv(ctx), run))
         go(ctx, "e", 4, prompts["e"][0], True)
         runs[-1].after_compaction = True
-    # b: the same first prompt, another workspace and home, a day later
-    ctx = RunContext(home=(root / "home-b"), workspace=make_workspace(root / "ws-b"), tz=DAY2, **base)
-    ctx.home.mkdir(parents=True)
-    go(ctx, "b", 1, prompts["b"][0], False)
+    if "b" in prompts:  # b: the same first prompt, another workspace and home, a day later
+        ctx = RunContext(home=(root / "home-b"), workspace=make_workspace(root / "ws-b"), tz=DAY2, **base)
+        ctx.home.mkdir(parents=True)
+        go(ctx, "b", 1, prompts["b"][0], False)
     if "c" in prompts:  # c: resumed from a reinstall at another path
         ctx = RunContext(home=(root / "home-c"), workspace=make_workspace(root / "ws-c"), tz=DAY1, **base)
         ctx.home.mkdir(parents=True)
@@ -399,17 +413,17 @@ def run_agent(spec: AgentSpec, env: Env, mode: str) -> list[Run]:
         ctx = RunContext(home=(root / "home-d"), workspace=make_workspace(root / "ws-d"), tz=DAY1, **base)
         ctx.home.mkdir(parents=True)
         go(ctx, "d", 1, prompts["d"][0], False)
-    # f: the user edits the project's rules, the agent's memory, its files and skills between two prompts
-    ctx = RunContext(home=(root / "home-f"), workspace=make_workspace(root / "ws-f"), tz=DAY1, **base)
-    ctx.home.mkdir(parents=True)
-    (ctx.workspace / "logo.png").write_bytes(tiny_png())
-    write_rules(spec, ctx, edited=False)
-    go(ctx, "f", 1, prompts["f"][0], False)
-    write_rules(spec, ctx, edited=True)
-    ctx = replace(ctx, mcp=(sys.executable, str(HERE / "mcp_server.py"), _marker("mcp", spec)))  # and an MCP server
-    go(ctx, "f", 2, prompts["f"][1], True)
-    ctx = replace(ctx, mcp=())  # then removes the MCP server again: its tool must no longer be offered
-    go(ctx, "f", 3, prompts["f"][2], True)
+    if "f" in prompts:  # f: the user edits the project's rules, memory, files and skills between two prompts
+        ctx = RunContext(home=(root / "home-f"), workspace=make_workspace(root / "ws-f"), tz=DAY1, **base)
+        ctx.home.mkdir(parents=True)
+        (ctx.workspace / "logo.png").write_bytes(tiny_png())
+        write_rules(spec, ctx, edited=False)
+        go(ctx, "f", 1, prompts["f"][0], False)
+        write_rules(spec, ctx, edited=True)
+        ctx = replace(ctx, mcp=(sys.executable, str(HERE / "mcp_server.py"), _marker("mcp", spec)))  # and an MCP server
+        go(ctx, "f", 2, prompts["f"][1], True)
+        ctx = replace(ctx, mcp=())  # then removes the MCP server again: its tool must no longer be offered
+        go(ctx, "f", 3, prompts["f"][2], True)
     return runs
 
 
@@ -569,13 +583,13 @@ def attribute(records: list[dict], runs: list[Run]) -> dict[int, Run]:
     return out
 
 
-def plugin_calls(log: Path | list[Path] | None) -> dict[int, dict]:
-    """seq -> the plugin's ``call`` record for that upstream request (scripted groups only); ``log``:
-    the proxy's JSONL log, or each replica's."""
+def plugin_calls(log: Path | list[Path] | None, groups: Collection[str] = tuple(MODES.values())) -> dict[int, dict]:
+    """seq -> the plugin's ``call`` record for that upstream request (``groups`` only, the scripted
+    model's by default); ``log``: the proxy's JSONL log, or each replica's."""
     out: dict[int, dict] = {}
     logs = [] if log is None else log if isinstance(log, list) else [log]
     for record in (r for path in logs for r in log_records(path)):  # once each log writer has caught up
-        if record.get("event") == "call" and record.get("model") in MODES.values():
+        if record.get("event") == "call" and record.get("model") in groups:
             out[int(record.get("cached_tokens") or 0)] = record
     return out
 
@@ -674,12 +688,15 @@ def mark_merged(rows: list[dict]) -> None:
 
 
 def run_specs(specs: list[AgentSpec], proxy_url: str, api_key: str, model: ScriptedModel, prefix_log: Path | None,
-              workdir: Path, modes: tuple[str, ...] = ("plugin",), parallel: int = 2, proxy: Any = None) -> list[dict]:
+              workdir: Path, modes: tuple[str, ...] = ("plugin",), parallel: int = 2, proxy: Any = None,
+              groups: Mapping[str, str] | None = None, scenarios: Collection[str] | None = None) -> list[dict]:
     """Every spec through every scenario in every mode (``parallel`` agents at a time): one row per
     (agent, mode, scenario). The model and the proxy are the caller's (``proxy``: its process, to
-    stop at once with its log where it dies)."""
+    stop at once with its log where it dies). ``groups``: mode -> the proxy's model group (default
+    ``MODES``: the scripted model with and without the plugin; ``model`` is whatever records what
+    those groups' upstream received); ``scenarios``: only these (default: all of each agent's)."""
     install.install_all(specs)
-    env = Env(proxy_url, api_key, workdir, proxy=proxy)
+    env = Env(proxy_url, api_key, workdir, proxy=proxy, groups=dict(groups or MODES))
     jobs = [(spec, mode) for spec in specs for mode in modes]
     # one agent's modes one after another (its requests are told apart by time), agents side by side
     by_agent: dict[str, list] = defaultdict(list)
@@ -687,7 +704,7 @@ def run_specs(specs: list[AgentSpec], proxy_url: str, api_key: str, model: Scrip
         by_agent[spec.name].append((spec, mode))
 
     def agent_job(items):
-        return [(spec, mode, run_agent(spec, env, mode)) for spec, mode in items]
+        return [(spec, mode, run_agent(spec, env, mode, scenarios)) for spec, mode in items]
 
     with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
         done = [x for group in pool.map(agent_job, by_agent.values()) for x in group]
@@ -695,7 +712,7 @@ def run_specs(specs: list[AgentSpec], proxy_url: str, api_key: str, model: Scrip
     records = model.records()
     all_runs = [r for _, _, runs in done for r in runs]
     owner = attribute(records, all_runs)
-    calls = plugin_calls(prefix_log)
+    calls = plugin_calls(prefix_log, tuple(env.groups.values()))
     rows = [row for spec, mode, runs in done for row in measure(spec, mode, runs, records, owner, calls)]
     mark_merged(rows)
     unattributed = [r["seq"] for r in records if r["seq"] not in owner and r["time"] >= min((x.start for x in all_runs), default=0)]
