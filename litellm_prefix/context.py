@@ -44,6 +44,11 @@ class Target:
     # The deployment's model_info asks for ``prompt_cache_key`` (``litellm_prefix.promptCacheKey:
     # true``) on a target that would not get one by default (a self-hosted server).
     wants_prompt_cache_key: bool = False
+    # The target reads OpenAI's ``prompt_cache_breakpoint`` marks (GPT-5.6 and later on OpenAI's
+    # API, or a deployment LiteLLM treats as that dialect); writes there cost 1.25x.
+    reads_prompt_cache_breakpoint: bool = False
+    # The shortest prefix the target caches at all (cost map ``prompt_cache_min_tokens``; 0: unknown).
+    cache_min_tokens: int = 0
 
 
 @lru_cache(maxsize=1024)

@@ -61,7 +61,9 @@ class PrefixStabilizer(CustomLogger):
             model_info = deployment.get("model_info") or None
             model = params.get("model") or group
             target = targets.resolve(model, params.get("custom_llm_provider"), model_info,
-                                     api_base=params.get("api_base"), call_type=call_type)
+                                     api_base=params.get("api_base"), call_type=call_type,
+                                     prompt_cache_options=params.get("prompt_cache_options",
+                                                                     data.get("prompt_cache_options")))
             api_key_hash = _text(getattr(user_api_key_dict, "api_key", None))
             team_id = _text(getattr(user_api_key_dict, "team_id", None))
         except Exception as exc:
@@ -99,7 +101,9 @@ class PrefixStabilizer(CustomLogger):
             model_info = kwargs.get("model_info") if isinstance(kwargs.get("model_info"), Mapping) else None
             params = kwargs.get("litellm_params") if isinstance(kwargs.get("litellm_params"), Mapping) else {}
             target = targets.resolve(model, kwargs.get("custom_llm_provider"), model_info,
-                                     api_base=kwargs.get("api_base") or params.get("api_base"), call_type=call_type)
+                                     api_base=kwargs.get("api_base") or params.get("api_base"), call_type=call_type,
+                                     prompt_cache_options=kwargs.get("prompt_cache_options",
+                                                                     params.get("prompt_cache_options")))
         except Exception as exc:
             logger.warning("litellm-prefix: could not resolve the deployment (%s)", type(exc).__name__)
             model, model_info, target = "", None, Target()

@@ -63,6 +63,7 @@ class ModelOverrides(BaseModel):
     keep_billing_header: bool | None = None
     prompt_cache_key: bool | None = None
     cache_breakpoints: bool | None = None
+    cache_ttl: Literal["5m", "1h"] | None = None
 
 
 
@@ -195,6 +196,9 @@ class _Keys(BaseModel):
     # Provider cache hints (rules/hints.py) and session affinity (affinity.py).
     prompt_cache_key: bool = True
     cache_breakpoints: bool = True
+    # The TTL of the Anthropic marks the plugin places: 5 minutes (writes 1.25x) or an hour
+    # (writes 2x; pays where a session often idles past 5 minutes: docs, "Hosted providers").
+    cache_ttl: Literal["5m", "1h"] = "5m"
     session_affinity: Literal["router", "always", "off"] = "router"
     # Where a new session goes and when a live one moves (placement.py; defaults from bench/fleet.py).
     placement_absolute_slack: float = Field(default=2.0, ge=0)
@@ -290,6 +294,7 @@ ENV_VARS: dict[str, str] = {
     "metrics_port": "LITELLM_PREFIX_METRICS_PORT",
     "prompt_cache_key": "LITELLM_PREFIX_PROMPT_CACHE_KEY",
     "cache_breakpoints": "LITELLM_PREFIX_CACHE_BREAKPOINTS",
+    "cache_ttl": "LITELLM_PREFIX_CACHE_TTL",
     "session_affinity": "LITELLM_PREFIX_SESSION_AFFINITY",
     "placement_absolute_slack": "LITELLM_PREFIX_PLACEMENT_ABSOLUTE_SLACK",
     "placement_relative_slack": "LITELLM_PREFIX_PLACEMENT_RELATIVE_SLACK",

@@ -252,20 +252,48 @@ def reads_cache_control(model: str, provider: str) -> bool:
         return False
 
 
+BREAKPOINT_MODULES = ("litellm.integrations.anthropic_cache_control_hook",)
+
+
+def reads_prompt_cache_breakpoint(model: str, provider: str, api_base: str, prompt_cache_options: bool) -> bool:
+    """The target reads OpenAI's ``prompt_cache_breakpoint`` marks, as LiteLLM itself decides
+    (``AnthropicCacheControlHook.targets_openai_prompt_cache_breakpoint``: GPT-5.6 and later on
+    OpenAI's API, a deployment that sets ``prompt_cache_options``, or one the cost map flags).
+    Asking LiteLLM keeps the two in step: its chat and Responses transforms rename or strip the
+    marks by the same answer. A release without that function (1.106) reads none."""
+    hook = _found(BREAKPOINT_MODULES, "AnthropicCacheControlHook")
+    decide = getattr(hook, "targets_openai_prompt_cache_breakpoint", None)
+    if decide is None or not model:
+        return False
+    try:
+        return bool(decide(model, provider or None, api_base or None, {} if prompt_cache_options else None))
+    except Exception:
+        return False
+
+
+def cache_min_tokens(model: str, provider: str) -> int:
+    """The cost map's ``prompt_cache_min_tokens`` for the model (0: unknown)."""
+    value = cost_map_value(model, provider, "prompt_cache_min_tokens", int)
+    return value if isinstance(value, int) and value > 0 else 0
+
+
 def resolve(model: str, provider: str | None, model_info: Mapping[str, Any] | None, *,
-            api_base: Any = None, call_type: Any = None) -> Target:
+            api_base: Any = None, call_type: Any = None, prompt_cache_options: Any = None) -> Target:
     """The target of a request: the deployment's model, provider, ``api_base`` and ``model_info``
-    and the route, as the hooks read them. Every value read is part of the cache key."""
+    and the route, as the hooks read them (``prompt_cache_options``: the deployment's or the
+    request's, which LiteLLM reads as OpenAI's breakpoint dialect). Every value read is part of
+    the cache key."""
     import litellm
 
     return _resolved(model, provider or "", declared_mid_system(model_info), passes_through(model_info),
                      api_base if isinstance(api_base, str) else "", route_name(call_type),
-                     bool(getattr(litellm, "openai_system_messages_first", False)), wants_prompt_cache_key(model_info))
+                     bool(getattr(litellm, "openai_system_messages_first", False)), wants_prompt_cache_key(model_info),
+                     prompt_cache_options is not None)
 
 
 @lru_cache(maxsize=TARGETS)
 def _resolved(model: str, provider: str, declared: bool | None, native_messages: bool, api_base: str,
-              route: str, system_messages_first: bool, wants_key: bool) -> Target:
+              route: str, system_messages_first: bool, wants_key: bool, cache_options: bool = False) -> Target:
     """(Each request asks twice: the lookups in LiteLLM's maps cost more than the rules of a short
     request; a Target is frozen.)"""
     provider = provider or provider_of(model)
@@ -281,6 +309,8 @@ def _resolved(model: str, provider: str, declared: bool | None, native_messages:
         accepts_prompt_cache_key=accepts_prompt_cache_key(model, provider, route),
         reads_cache_control=reads_cache_control(model, provider),
         wants_prompt_cache_key=wants_key,
+        reads_prompt_cache_breakpoint=reads_prompt_cache_breakpoint(model, provider, api_base, cache_options),
+        cache_min_tokens=cache_min_tokens(model, provider),
     )
 
 

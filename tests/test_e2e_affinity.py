@@ -34,7 +34,7 @@ async def user_api_key_auth(request, api_key: str) -> UserAPIKeyAuth:
 '''
 TENANT = "sk-tenant-one-0123456789abcdef"
 OTHER_TENANT = "sk-other-tenant-0123456789abcdef"
-SYSTEM = "You are a coding agent. " + "Follow the repository conventions carefully. " * 60
+SYSTEM = "You are a coding agent. " + "Follow the repository conventions carefully. " * 120  # past 1,024 tokens: marked
 TOOLS = [{"type": "function", "function": {"name": name, "description": f"{name} a file",
                                            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}}
          for name in ("bash", "edit", "read")]
@@ -187,19 +187,20 @@ def test_anthropic_breakpoints_reach_the_upstream_and_client_marks_are_left_alon
         # the end of the head in Anthropic's cache order (tools -> system -> messages) ...
         assert body["system"][-1]["text"] == SYSTEM and body["system"][-1]["cache_control"] == {"type": "ephemeral"}
         assert all("cache_control" not in tool for tool in body["tools"])
-        # ... and the newest message; nothing else
+        # ... the end of the previous turn (right before the newest answer) and the newest message; nothing else
         assert body["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
-        assert count_marks(body) == 2
-        assert all("cache_control" not in json.dumps(m) for m in body["messages"][:-1])
+        marked = [i for i, m in enumerate(body["messages"]) if "cache_control" in json.dumps(m)]
+        assert marked == ([len(body["messages"]) - 3] if turns else []) + [len(body["messages"]) - 1]
+        assert count_marks(body) == 2 + (turns > 0)
     # the head's bytes (tools, system) are the same on every turn: the cache entry they end is reused
     assert len({json.dumps([b["tools"], b["system"]]) for b in bodies[:3]}) == 1
     client = bodies[3]
     assert count_marks(client) == 1 and client["messages"][0]["content"][0]["cache_control"] == {"type": "ephemeral"}
     assert isinstance(client["system"], str) or all("cache_control" not in b for b in client["system"])
-    translated = bodies[4]  # chat completions to an Anthropic deployment: same two marks after translation
+    translated = bodies[4]  # chat completions to an Anthropic deployment: the same marks after translation
     assert translated["system"][-1]["cache_control"] == {"type": "ephemeral"}
     assert translated["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
-    assert count_marks(translated) == 2
+    assert count_marks(translated) == 3
 
 
 def test_a_stopped_upstream_moves_its_sessions_once_and_no_call_fails(stack):

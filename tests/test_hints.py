@@ -11,13 +11,15 @@ from hypothesis import strategies as st
 from litellm_prefix import pipeline
 from litellm_prefix.context import Context, Target
 from litellm_prefix.core import Stabilizer
-from litellm_prefix.rules.hints import MARK, count_marks, prompt_cache_key_for
+from litellm_prefix.rules.hints import MARK, MARK_1H, OPENAI_MARK, count_marks, prompt_cache_key_for
 from litellm_prefix.settings import Settings
 
-SYSTEM = "You are a coding agent.\n" + "Keep edits small and run the tests. " * 80
+# A realistic head: past every provider's minimum cacheable prefix (1,024 tokens) on its own.
+SYSTEM = "You are a coding agent.\n" + "Keep edits small and run the tests. " * 160
 OPENAI = Target(model="openai/gpt-4o", provider="openai", accepts_prompt_cache_key=True)
 CLAUDE = Target(model="anthropic/claude-sonnet-4-5", provider="anthropic", reads_cache_control=True)
-ANTHROPIC_TOOLS = [{"name": n, "description": f"{n} things", "input_schema": {"type": "object"}} for n in ("bash", "read")]
+ANTHROPIC_TOOLS = [{"name": n, "description": f"{n} things. " + "Use it with care. " * 150, "input_schema": {"type": "object"}}
+                   for n in ("bash", "read")]
 CHAT_TOOLS = [{"type": "function", "function": {"name": n, "parameters": {"type": "object"}}} for n in ("bash", "read")]
 
 
@@ -111,14 +113,32 @@ def test_responses_requests_get_the_key_too():
 # -- Anthropic breakpoints -----------------------------------------------------------
 
 
-def test_anthropic_marks_end_of_head_and_last_message_only():
+def _marks_at(out: dict) -> list[str]:
+    """Where the request carries marks: "system", "tools", "messages[i]" (message or one of its parts)."""
+    where = []
+    if isinstance(out.get("system"), list) and any("cache_control" in b for b in out["system"]):
+        where.append("system")
+    if any("cache_control" in t for t in out.get("tools") or ()):
+        where.append("tools")
+    for i, m in enumerate(out["messages"]):
+        parts = m["content"] if isinstance(m.get("content"), list) else []
+        if any(k in m for k in ("cache_control", "prompt_cache_breakpoint")) or any(
+                k in p for p in parts for k in ("cache_control", "prompt_cache_breakpoint")):
+            where.append(f"messages[{i}]")
+    return where
+
+
+def test_anthropic_marks_the_head_the_previous_turns_end_and_the_newest_message():
     data = anthropic_turn(2)
     out = hinted(data, "anthropic", ctx(CLAUDE))
     assert out["system"] == [{"type": "text", "text": SYSTEM, "cache_control": dict(MARK)}]
     assert out["tools"] is data["tools"]  # the system block ends the head in cache order (tools -> system)
+    # the previous request ended with messages[2] (right before the newest answer): it reads exactly there
+    assert _marks_at(out) == ["system", "messages[2]", "messages[4]"]
+    assert out["messages"][2]["content"][-1]["cache_control"] == dict(MARK)  # the tool_result block itself
     assert out["messages"][-1]["content"][-1]["cache_control"] == dict(MARK)
-    assert out["messages"][:-1] == data["messages"][:-1] and all(a is b for a, b in zip(out["messages"][:-1], data["messages"]))
-    assert count_marks(out) == 2
+    assert all(a is b for i, (a, b) in enumerate(zip(out["messages"], data["messages"])) if i not in (2, 4))
+    assert count_marks(out) == 3
     assert data == anthropic_turn(2)  # the input request is not mutated
 
 
@@ -128,6 +148,27 @@ def test_without_system_the_last_tool_ends_the_head():
     assert out["tools"][-1]["cache_control"] == dict(MARK) and "cache_control" not in out["tools"][0]
     assert out["messages"][-1]["content"] == [{"type": "text", "text": data["messages"][0]["content"],
                                                 "cache_control": dict(MARK)}]
+
+
+def test_no_mark_closes_a_prefix_below_the_models_minimum():
+    short = {"model": "claude", "system": "Be brief.", "messages": [{"role": "user", "content": "hi"}]}
+    assert pipeline.run_hints(short, "anthropic", ctx(CLAUDE)) == ({}, [])
+    # a short head, a long conversation: only the message marks, where the prefix has grown past it
+    grown = {**short, "messages": [{"role": "user", "content": "log:\n" + "line of output\n" * 400}]}
+    assert _marks_at(hinted(grown, "anthropic", ctx(CLAUDE))) == ["messages[0]"]
+    # Haiku 4.5 caches from 4,096 tokens (cost map): a 2,000-token head is not marked there
+    haiku = Target(model="anthropic/claude-haiku-4-5", provider="anthropic", reads_cache_control=True,
+                   cache_min_tokens=4096)
+    head = {"model": "claude", "system": "x " * 4000, "messages": [{"role": "user", "content": "hi"}]}
+    assert _marks_at(hinted(head, "anthropic", ctx(CLAUDE))) == ["system", "messages[0]"]
+    assert pipeline.run_hints(head, "anthropic", ctx(haiku)) == ({}, [])
+
+
+def test_cache_ttl_1h_marks_every_breakpoint_for_an_hour():
+    out = hinted(anthropic_turn(2), "anthropic", ctx(CLAUDE, cache_ttl="1h"))
+    assert out["system"][-1]["cache_control"] == dict(MARK_1H) == {"type": "ephemeral", "ttl": "1h"}
+    assert out["messages"][-1]["content"][-1]["cache_control"] == dict(MARK_1H)
+    assert out["messages"][2]["content"][-1]["cache_control"] == dict(MARK_1H)
 
 
 @pytest.mark.parametrize("change", [
@@ -156,41 +197,118 @@ def test_breakpoints_skip_blocks_that_cannot_carry_a_mark_and_non_anthropic_targ
     assert pipeline.run_hints(anthropic_turn(1), "anthropic", ctx(CLAUDE, cache_breakpoints=False)) == ({}, [])
 
 
-def test_chat_completions_to_claude_mark_the_last_system_message_and_the_newest_message():
-    data = {"messages": [{"role": "system", "content": SYSTEM}, {"role": "system", "content": "project rules"},
+def _chat_turn() -> dict:
+    return {"messages": [{"role": "system", "content": SYSTEM}, {"role": "system", "content": "project rules"},
                          {"role": "user", "content": "hi"}, {"role": "assistant", "content": None, "tool_calls": [
                              {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]},
                          {"role": "tool", "tool_call_id": "c1", "content": "ok"}], "tools": CHAT_TOOLS}
+
+
+def test_chat_completions_to_claude_mark_the_head_the_previous_end_and_the_tool_message_itself():
+    data = _chat_turn()
     out = hinted(data, "chat", ctx(CLAUDE))
     assert out["messages"][0] is data["messages"][0]
     assert out["messages"][1]["content"] == [{"type": "text", "text": "project rules", "cache_control": dict(MARK)}]
-    assert out["messages"][-1] == {"role": "tool", "tool_call_id": "c1",
-                                   "content": [{"type": "text", "text": "ok", "cache_control": dict(MARK)}]}
-    assert count_marks(out) == 2 and out["tools"] is data["tools"]
+    assert out["messages"][2]["content"] == [{"type": "text", "text": "hi", "cache_control": dict(MARK)}]
+    # a tool message carries the mark itself: LiteLLM puts it on the tool_result block
+    assert out["messages"][-1] == {"role": "tool", "tool_call_id": "c1", "content": "ok", "cache_control": dict(MARK)}
+    assert count_marks(out) == 3 and out["tools"] is data["tools"]
+
+
+@pytest.mark.parametrize("content", ["", [], "ok", [{"type": "text", "text": "ok"}]])
+def test_litellm_puts_our_tool_message_mark_on_the_tool_result_block(content):
+    """Through LiteLLM's own chat -> Anthropic translation: the mark is on the ``tool_result`` block
+    (where its ``cache_control_injection_points`` put it), never only inside its content; an empty
+    result is marked too."""
+    from litellm.litellm_core_utils.prompt_templates.factory import anthropic_messages_pt
+
+    data = _chat_turn()
+    data["messages"][-1]["content"] = content
+    out = hinted(data, "chat", ctx(CLAUDE))
+    translated = anthropic_messages_pt(out["messages"][2:], model="claude-sonnet-4-5", llm_provider="anthropic")
+    result = translated[-1]["content"][-1]
+    assert result["type"] == "tool_result" and result["cache_control"] == dict(MARK)
+    assert not any("cache_control" in part for part in result.get("content") or () if isinstance(part, dict))
 
 
 def test_hints_are_idempotent_on_a_retry():
     for shape, data, target in (("anthropic", anthropic_turn(3), CLAUDE),
+                                ("chat", _chat_turn(), CLAUDE),
+                                ("chat", _chat_turn(), GPT56),
                                 ("chat", {"messages": [{"role": "user", "content": "hi"}]}, OPENAI)):
         once = hinted(data, shape, ctx(target))
         assert pipeline.run_hints(once, shape, ctx(target)) == ({}, [])
 
 
 def test_turn_n_marks_change_turn_n_plus_1_only_where_anthropic_expects():
-    """Head bytes identical every turn; earlier messages identical except the one mark that moves on."""
+    """Head bytes identical every turn; the message where turn N wrote is byte-identical in turn N+1
+    (marked there as the previous end); other earlier messages identical but for a mark that moved on."""
     turns = [hinted(anthropic_turn(n), "anthropic", ctx(CLAUDE)) for n in range(4)]
     for before, after in zip(turns, turns[1:]):
         assert json.dumps([before["tools"], before["system"]]) == json.dumps([after["tools"], after["system"]])
         n = len(before["messages"])
-        assert after["messages"][: n - 1] == before["messages"][: n - 1]
-        assert _unmarked(before["messages"][n - 1]) == _unmarked(after["messages"][n - 1])
+        assert after["messages"][n - 1] == before["messages"][n - 1]
+        for a, b in zip(before["messages"][: n - 1], after["messages"]):
+            assert _unmarked(a) == _unmarked(b)
 
 
 def _unmarked(message: dict) -> dict:
     content = message["content"]
     if isinstance(content, str):
         content = [{"type": "text", "text": content}]
-    return {**message, "content": [{k: v for k, v in b.items() if k != "cache_control"} for b in content]}
+    return {**{k: v for k, v in message.items() if k != "cache_control"},
+            "content": [{k: v for k, v in b.items() if k != "cache_control"} for b in content]}
+
+
+# -- OpenAI GPT-5.6 and later: prompt_cache_breakpoint ----------------------------------
+
+GPT56 = Target(model="gpt-5.6", provider="openai", accepts_prompt_cache_key=True, reads_prompt_cache_breakpoint=True,
+               cache_min_tokens=1024)
+
+
+def test_gpt56_gets_one_breakpoint_at_the_end_of_the_head_and_openai_places_its_own_at_the_tail():
+    data = _chat_turn()
+    out = hinted(data, "chat", ctx(GPT56))
+    assert _marks_at(out) == ["messages[1]"]
+    assert out["messages"][1]["content"] == [{"type": "text", "text": "project rules",
+                                              "prompt_cache_breakpoint": dict(OPENAI_MARK)}]
+    assert "cache_control" not in json.dumps(out)  # never Anthropic's mark to an OpenAI body
+    # a model that does not read them gets none, nor any cache_control
+    assert pipeline.run_hints(_chat_turn(), "chat", ctx(OPENAI))[0].keys() <= {"prompt_cache_key"}
+
+
+def test_gpt56_explicit_mode_marks_the_newest_user_or_tool_message_too_and_options_are_never_set():
+    data = {**_chat_turn(), "prompt_cache_options": {"mode": "explicit"}}
+    out = hinted(data, "chat", ctx(GPT56))
+    assert _marks_at(out) == ["messages[1]", "messages[4]"]
+    assert out["messages"][4]["content"] == [{"type": "text", "text": "ok", "prompt_cache_breakpoint": dict(OPENAI_MARK)}]
+    assert out["prompt_cache_options"] is data["prompt_cache_options"]
+    assert "prompt_cache_options" not in hinted(_chat_turn(), "chat", ctx(GPT56))
+
+
+def test_gpt56_responses_mark_the_last_leading_developer_item():
+    data = {"instructions": SYSTEM, "tools": [{"type": "function", "name": "shell", "parameters": {}}],
+            "input": [{"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "sandbox"}]},
+                      {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}]}
+    out = hinted(data, "responses", ctx(GPT56))
+    assert out["input"][0]["content"] == [{"type": "input_text", "text": "sandbox",
+                                           "prompt_cache_breakpoint": dict(OPENAI_MARK)}]
+    assert out["input"][1] is data["input"][1]
+    client = copy.deepcopy(data)
+    client["input"][1]["content"][0]["prompt_cache_breakpoint"] = {"mode": "explicit"}
+    assert pipeline.run_hints(client, "responses", ctx(GPT56))[0].keys() <= {"prompt_cache_key"}
+
+
+def test_the_deployment_decides_the_dialect_as_litellm_does():
+    from litellm_prefix import target as targets
+
+    assert targets.resolve("gpt-5.6", "openai", None).reads_prompt_cache_breakpoint
+    assert not targets.resolve("gpt-5.5", "openai", None).reads_prompt_cache_breakpoint
+    # a custom api_base is not OpenAI's, unless the deployment asks for the dialect (prompt_cache_options)
+    assert not targets.resolve("gpt-5.6", "openai", None, api_base="http://127.0.0.1:9/v1").reads_prompt_cache_breakpoint
+    assert targets.resolve("gpt-5.6", "openai", None, api_base="http://127.0.0.1:9/v1",
+                           prompt_cache_options={"mode": "implicit"}).reads_prompt_cache_breakpoint
+    assert targets.resolve("claude-sonnet-4-5", "anthropic", None).cache_min_tokens == 1024
 
 
 _block = st.one_of(
@@ -208,7 +326,8 @@ _system = st.one_of(st.none(), st.text(max_size=8),
 @hsettings(max_examples=200, deadline=None)
 @given(messages=st.lists(_message, max_size=6), system=_system, tools=st.integers(0, 3))
 def test_breakpoint_properties(messages, system, tools):
-    data = {"messages": messages, "tools": [{"name": f"t{i}", "input_schema": {}} for i in range(tools)]}
+    data = {"messages": messages, "tools": [{"name": f"t{i}", "description": "d" * 2000, "input_schema": {}}
+                                            for i in range(tools)]}
     if system is not None:
         data["system"] = system
     before = copy.deepcopy(data)
@@ -217,7 +336,7 @@ def test_breakpoint_properties(messages, system, tools):
     assert data == before  # nothing mutated in place
     if count_marks(before):
         assert updates == {}  # a client's marks: nothing added, nothing moved
-    assert count_marks(out) <= 2 or out == data  # ours: at most two, so never past Anthropic's 4
+    assert count_marks(out) <= 3 or out == data  # ours: at most three, so never past Anthropic's 4
     assert pipeline.run_hints(out, "anthropic", ctx(CLAUDE)) == ({}, [])  # idempotent
     # nothing lost: the same messages and texts, only marks added (and a string made one text block)
     assert len(out["messages"]) == len(messages)

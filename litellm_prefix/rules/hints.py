@@ -17,16 +17,38 @@ request that goes to the chosen deployment (the deployment hook), after the view
   The key is a hash of the tenant-scoped session key: the same on every turn and every
   replica of one session, different between tenants, never the raw session id. A
   client's own key is never touched.
-- ``place_cache_breakpoints``: Anthropic-family targets (Anthropic, Bedrock, Vertex Claude)
-  read the cache only up to explicit breakpoints. When neither the client nor the LiteLLM
-  config (``cache_control_injection_points``) marked anything, two marks: one at the end of
-  the head in Anthropic's cache order (tools -> system -> messages: the last system block,
-  else the last tool) and one on the last message. The head mark sits on the same block
-  every turn; the message mark moves to the newest message each turn, which is Anthropic's
-  own incremental pattern (a breakpoint is not part of the cached bytes, and each one looks
-  back up to 20 blocks for the previous turn's entry). A request that already carries any
-  mark (the client's, or ours on a retry) is left exactly as it is: a client's own marks are
-  never moved or added to, and the total never exceeds Anthropic's 4.
+- ``place_cache_breakpoints``: marks where the target caches only at explicit marks and the
+  client (and the LiteLLM config: ``cache_control_injection_points``, a top-level
+  ``cache_control``) marked nothing. A request that already carries any mark (the client's, or
+  ours on a retry) is left exactly as it is: a client's marks are never moved or added to, and
+  the total never exceeds the provider's 4.
+
+  *Anthropic family* (Anthropic, Bedrock, Vertex Claude: ``cache_control``), chat and
+  ``/v1/messages``. Up to three marks, each on the block Anthropic counts:
+  the end of the head in cache order (tools -> system -> messages: the last system block,
+  else the last tool); the end of the previous request, which for an append-only client is
+  the message right before the newest assistant message (its entry was written by the
+  previous turn, so it reads exactly there however many blocks the answer appended: a
+  breakpoint looks back only 20 blocks); and the newest message, where this turn writes.
+  A breakpoint is not part of the cached bytes, so the marks that move cost nothing; only
+  the tokens between the read and the last mark are written (1.25x, 2x for ``ttl: 1h``),
+  and extra marks on the way add no write. On a chat ``tool`` message the mark goes on the
+  message (LiteLLM puts a message mark on the ``tool_result`` block; a mark on a content
+  part lands *inside* the result, where nothing shows Anthropic counts it), so an empty
+  result is marked too. No mark closes a prefix shorter than the model's minimum
+  (cost map ``prompt_cache_min_tokens``, else 1,024): Anthropic neither caches nor bills
+  it, and the mark is one of four. ``cacheTtl`` (``5m``/``1h``) sets the marks' TTL.
+
+  *OpenAI GPT-5.6 and later* (``prompt_cache_breakpoint``, where LiteLLM itself treats the
+  deployment as that dialect: ``Target.reads_prompt_cache_breakpoint``), chat and
+  Responses. OpenAI places its own breakpoint at the latest user or tool message and, from
+  5.6 on, matches only exactly at a breakpoint written before (no fallback to a shorter
+  prefix): one explicit mark at the end of the head (the last leading system or developer
+  message) lets a request whose tail changed still read the head. Where the request asks
+  for ``prompt_cache_options.mode: explicit`` (OpenAI's own breakpoint is off) the newest
+  user or tool message is marked too. ``prompt_cache_options`` is never set or changed.
+  Nothing is sent to a model that does not read these marks, and no Anthropic
+  ``cache_control`` ever goes to an OpenAI target.
 """
 from __future__ import annotations
 
@@ -35,18 +57,24 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
-from ..context import Context, Event, Target
+from ..context import Context, Event, Target, compact_json
 from ..view import is_system_message
 from .mid_system import openai_own_api
 
 MARK: Mapping[str, str] = {"type": "ephemeral"}
+MARK_1H: Mapping[str, str] = {"type": "ephemeral", "ttl": "1h"}
+OPENAI_MARK: Mapping[str, str] = {"mode": "explicit"}
+# Anthropic's documented minimum for Sonnet and Opus, where the cost map names none.
+ANTHROPIC_MIN_TOKENS = 1024
+OPENAI_MIN_TOKENS = 1024
+BYTES_PER_TOKEN = 4  # the estimate the minimum is checked with (compact JSON)
 # Providers whose own API documents ``prompt_cache_key`` for its prompt cache (OpenAI's prompt
 # caching guide, Azure OpenAI's and Mistral's); ``openai`` only on OpenAI's own host.
 PROMPT_CACHE_KEY_PROVIDERS = frozenset({"openai", "azure", "mistral"})
 MARK_KEYS = ("cache_control", "prompt_cache_breakpoint")
 # Anthropic content blocks that may carry cache_control (thinking blocks may not).
 MARKABLE_BLOCKS = frozenset({"text", "image", "image_url", "document", "file", "tool_use", "tool_result",
-                             "search_result", "input_audio"})
+                             "search_result", "input_audio", "input_text", "input_image", "input_file"})
 
 
 @lru_cache(maxsize=4096)
@@ -80,113 +108,205 @@ def set_prompt_cache_key(data: Mapping[str, Any], shape: str, ctx: Context) -> t
     return {"prompt_cache_key": key}, [Event("prompt_cache_key", {"key": key})]
 
 
-# -- cache_control breakpoints -------------------------------------------------------
+# -- cache marks -------------------------------------------------------------------
 
 
 def _marked(value: Any) -> bool:
     return isinstance(value, Mapping) and any(value.get(k) is not None for k in MARK_KEYS)
 
 
+def _parts_marked(content: Any) -> int:
+    return sum(_marked(part) for part in content) if isinstance(content, list) else 0
+
+
 def count_marks(data: Mapping[str, Any]) -> int:
-    """Breakpoints the request already carries: tools, system blocks, messages, their parts and tool calls."""
+    """Marks the request already carries: tools, system blocks, messages (chat and Anthropic) or
+    Responses input items, their parts and tool calls."""
     n = 0
     for tool in data.get("tools") or ():
-        n += _marked(tool)
-    system = data.get("system")
-    if isinstance(system, list):
-        n += sum(_marked(block) for block in system)
-    for message in data.get("messages") or ():
-        if not isinstance(message, Mapping):
+        n += _marked(tool) or (isinstance(tool, Mapping) and _marked(tool.get("function")))
+    n += _parts_marked(data.get("system"))
+    for key in ("messages", "input"):
+        items = data.get(key)
+        if not isinstance(items, list):
             continue
-        n += _marked(message)
-        content = message.get("content")
-        if isinstance(content, list):
-            n += sum(_marked(part) for part in content)
-        for call in message.get("tool_calls") or ():
-            n += _marked(call)
+        for message in items:
+            if not isinstance(message, Mapping):
+                continue
+            n += _marked(message) + _parts_marked(message.get("content")) + _parts_marked(message.get("output"))
+            for call in message.get("tool_calls") or ():
+                n += _marked(call)
     return n
 
 
-def _with_mark(block: Mapping[str, Any]) -> dict[str, Any]:
-    return {**block, "cache_control": dict(MARK)}
+def _mark_for(ctx: Context) -> dict[str, str]:
+    return dict(MARK_1H if ctx.settings.cache_ttl == "1h" else MARK)
+
+
+def _with(block: Mapping[str, Any], key: str, mark: Mapping[str, str]) -> dict[str, Any]:
+    return {**block, key: dict(mark)}
 
 
 def _markable(block: Any) -> bool:
     if not isinstance(block, Mapping) or block.get("type") not in MARKABLE_BLOCKS:
         return False
-    return block.get("type") != "text" or bool(block.get("text"))
+    return block.get("type") not in ("text", "input_text") or bool(block.get("text"))
 
 
-def _marked_content(content: Any) -> Any | None:
-    """``content`` with a mark on its last markable block (a string becomes one text block); None if none."""
+def _marked_content(content: Any, key: str, mark: Mapping[str, str], text_type: str = "text") -> Any | None:
+    """``content`` with a mark on its last block that may carry one (a string becomes one text
+    block); None where none may."""
     if isinstance(content, str):
-        return [_with_mark({"type": "text", "text": content})] if content else None
+        return [_with({"type": text_type, "text": content}, key, mark)] if content else None
     if isinstance(content, list):
         for i in range(len(content) - 1, -1, -1):
             if _markable(content[i]):
-                return [*content[:i], _with_mark(content[i]), *content[i + 1:]]
+                return [*content[:i], _with(content[i], key, mark), *content[i + 1:]]
     return None
 
 
-def _marked_last_tool(tools: Any) -> list[Any] | None:
-    if isinstance(tools, list) and tools and isinstance(tools[-1], Mapping):
-        return [*tools[:-1], _with_mark(tools[-1])]
-    return None
-
-
-def _marked_message(message: Any) -> Any | None:
+def _marked_message(message: Any, key: str, mark: Mapping[str, str], text_type: str = "text") -> Any | None:
     if not isinstance(message, Mapping):
         return None
-    content = _marked_content(message.get("content"))
+    content = _marked_content(message.get("content"), key, mark, text_type)
     return None if content is None else {**message, "content": content}
 
 
-def place_cache_breakpoints(data: Mapping[str, Any], shape: str, ctx: Context) -> tuple[dict[str, Any], list[Event]]:
-    if (
-        not ctx.settings.cache_breakpoints
-        or not ctx.target.reads_cache_control
-        or shape not in ("chat", "anthropic")
-        or data.get("cache_control_injection_points")
-        or data.get("cache_control") is not None
+def _anthropic_marked_message(message: Any, mark: Mapping[str, str]) -> Any | None:
+    """A chat ``tool`` message carries the mark itself (LiteLLM puts it on the ``tool_result``
+    block, empty results included); any other message on its last block that may carry one."""
+    if isinstance(message, Mapping) and message.get("role") in ("tool", "function"):
+        return _with(message, "cache_control", mark)
+    return _marked_message(message, "cache_control", mark)
+
+
+class _Prefix:
+    """Whether the request's prefix up to an item reaches ``minimum`` tokens (estimated from
+    compact JSON; serialised lazily, and only until the minimum is reached)."""
+
+    def __init__(self, items: list[Any], minimum: int) -> None:
+        self.items, self.need = items, minimum * BYTES_PER_TOKEN
+        self._sizes: list[int] = []
+
+    def reaches(self, index: int) -> bool:
+        """The items up to and including ``index`` reach the minimum."""
+        if not self.need:
+            return True
+        while len(self._sizes) <= index:
+            done = self._sizes[-1] if self._sizes else 0
+            if done >= self.need:
+                return True
+            self._sizes.append(done + len(compact_json(self.items[len(self._sizes)]).encode()))
+        return self._sizes[index] >= self.need
+
+
+def _previous_end(messages: list[Any], head: int) -> int | None:
+    """The message an append-only client's previous request ended with: the one right before
+    its newest assistant message (None: no earlier turn, or that is the head's)."""
+    for i in range(len(messages) - 1, head, -1):
+        if isinstance(messages[i], Mapping) and messages[i].get("role") == "assistant":
+            return i - 1 if i - 1 >= head else None
+    return None
+
+
+def _skips_marks(data: Mapping[str, Any]) -> bool:
+    return bool(data.get("cache_control_injection_points")) or data.get("cache_control") is not None \
         or count_marks(data) > 0
-    ):
-        return {}, []
+
+
+def _anthropic_marks(data: Mapping[str, Any], shape: str, ctx: Context) -> tuple[dict[str, Any], list[str]]:
     messages = data.get("messages")
     if not isinstance(messages, list):
         return {}, []
+    mark = _mark_for(ctx)
+    tools = data.get("tools") if isinstance(data.get("tools"), list) else []
+    system = data.get("system") if shape == "anthropic" else None
+    # The prefix in Anthropic's cache order: tools, system, messages.
+    head_items: list[Any] = [*tools, *(system if isinstance(system, list) else [system] if system else [])]
+    head = 0
+    if shape == "chat":
+        while head < len(messages) and is_system_message(messages[head]):
+            head += 1
+    prefix = _Prefix([*head_items, *messages], ctx.target.cache_min_tokens or ANTHROPIC_MIN_TOKENS)
     updates: dict[str, Any] = {}
     placed: list[str] = []
     new_messages = list(messages)
-    if shape == "anthropic":
-        system = data.get("system")
-        new_system = _marked_content(system) if isinstance(system, (str, list)) else None
-        if isinstance(system, list) and system and new_system is not None and new_system[-1] is system[-1]:
-            new_system = None  # only the last system block ends the head
-        if new_system is not None:
-            updates["system"] = new_system
+    if system and prefix.reaches(len(head_items) - 1):
+        marked_system = _marked_content(system, "cache_control", mark)
+        if marked_system is not None and not (isinstance(system, list) and marked_system[-1] is system[-1]):
+            updates["system"] = marked_system  # only the last system block ends the head
             placed.append("system")
-        head = 0
-    else:
-        head = 0
-        while head < len(messages) and is_system_message(messages[head]):
-            head += 1
-        if head:
-            marked = _marked_message(messages[head - 1])
-            if marked is not None:
-                new_messages[head - 1] = marked
-                placed.append("system")
-    if not placed:
-        tools = _marked_last_tool(data.get("tools"))
-        if tools is not None:
-            updates["tools"] = tools
-            placed.append("tools")
-    if len(messages) > head:
-        marked = _marked_message(messages[-1])
+    elif head and prefix.reaches(len(head_items) + head - 1):
+        marked = _marked_message(messages[head - 1], "cache_control", mark)
         if marked is not None:
-            new_messages[-1] = marked
-            placed.append("last_message")
+            new_messages[head - 1] = marked
+            placed.append("system")
+    if not placed and tools and prefix.reaches(len(tools) - 1) and isinstance(tools[-1], Mapping):
+        updates["tools"] = [*tools[:-1], _with(tools[-1], "cache_control", mark)]
+        placed.append("tools")
+    for name, index in (("previous_end", _previous_end(messages, head)),
+                        ("last_message", len(messages) - 1 if len(messages) > head else None)):
+        if index is None or not prefix.reaches(len(head_items) + index):
+            continue
+        marked = _anthropic_marked_message(messages[index], mark)
+        if marked is not None:
+            new_messages[index] = marked
+            placed.append(name)
     if any(a is not b for a, b in zip(new_messages, messages)):
         updates["messages"] = new_messages
+    return updates, placed
+
+
+def _openai_marks(data: Mapping[str, Any], shape: str, ctx: Context) -> tuple[dict[str, Any], list[str]]:
+    key = "messages" if shape == "chat" else "input"
+    items = data.get(key)
+    if not isinstance(items, list):
+        return {}, []
+    text_type = "text" if shape == "chat" else "input_text"
+    head = 0
+    while head < len(items) and is_system_message(items[head]):
+        head += 1
+    tools = data.get("tools") if isinstance(data.get("tools"), list) else []
+    instructions = [data["instructions"]] if isinstance(data.get("instructions"), str) else []
+    prefix = _Prefix([*tools, *instructions, *items], ctx.target.cache_min_tokens or OPENAI_MIN_TOKENS)
+    before = len(tools) + len(instructions)
+    new_items = list(items)
+    placed: list[str] = []
+    if head and prefix.reaches(before + head - 1):
+        marked = _marked_message(items[head - 1], "prompt_cache_breakpoint", OPENAI_MARK, text_type)
+        if marked is not None:
+            new_items[head - 1] = marked
+            placed.append("system")
+    options = data.get("prompt_cache_options")
+    if isinstance(options, Mapping) and options.get("mode") == "explicit":
+        newest = next((i for i in range(len(items) - 1, head - 1, -1) if isinstance(items[i], Mapping)
+                       and (items[i].get("role") in ("user", "tool") or items[i].get("type") == "function_call_output")),
+                      None)
+        if newest is not None and prefix.reaches(before + newest):
+            marked = _marked_message(items[newest], "prompt_cache_breakpoint", OPENAI_MARK, text_type)
+            if marked is None and items[newest].get("role") == "tool":
+                marked = _marked_message({**items[newest], "content": [{"type": "text", "text": ""}]},
+                                         "prompt_cache_breakpoint", OPENAI_MARK)
+            if marked is not None:
+                new_items[newest] = marked
+                placed.append("last_message")
     if not placed:
         return {}, []
-    return updates, [Event("cache_breakpoints", {"placed": placed})]
+    return {key: new_items}, placed
+
+
+def place_cache_breakpoints(data: Mapping[str, Any], shape: str, ctx: Context) -> tuple[dict[str, Any], list[Event]]:
+    """Cache marks for a target that caches only at explicit marks (see the module text)."""
+    if not ctx.settings.cache_breakpoints or _skips_marks(data):
+        return {}, []
+    if ctx.target.reads_cache_control and shape in ("chat", "anthropic"):
+        updates, placed = _anthropic_marks(data, shape, ctx)
+        kind = "cache_control"
+    elif ctx.target.reads_prompt_cache_breakpoint and shape in ("chat", "responses"):
+        updates, placed = _openai_marks(data, shape, ctx)
+        kind = "prompt_cache_breakpoint"
+    else:
+        return {}, []
+    if not placed:
+        return {}, []
+    return updates, [Event("cache_breakpoints", {"placed": placed, "kind": kind})]
