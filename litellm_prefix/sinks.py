@@ -167,6 +167,10 @@ class CallRecord:
     tokens: int | None = None  # prompt tokens the upstream reported
     end: float | None = None  # when it completed (time.time())
     deployment: str = ""
+    cached: int = 0  # tokens it read from the cache
+    written: int = 0  # tokens it wrote to the cache (paid writes: Anthropic, OpenAI GPT-5.6+)
+    write_ttl: int = 300  # seconds that write stays readable
+    write_1h: bool = False
 
 
 @dataclass
@@ -219,6 +223,22 @@ def _timings(response: Any) -> Any:
     """llama.cpp's ``timings`` block (an attribute LiteLLM's response object rarely has: looked up
     only when the usage block does not say what was cached, the missing attribute being costly)."""
     return response.get("timings") if isinstance(response, Mapping) else getattr(response, "timings", None)
+
+
+def _reprefill_cost(drift: Drift, target: Target | None) -> float | None:
+    """What the drift's tokens to prefill again cost against reading them (USD, the cost map's
+    prices; None when unknown): at the write price where the target bills writes and reads only
+    at marks (Anthropic 1.25x, OpenAI GPT-5.6+ 1.25x: a changed byte early in the prompt is
+    written again), else at the input price."""
+    if target is None or not target.model:
+        return None
+    prices = pricing.prices_for(target.model, target.provider)
+    if prices.input is None:
+        return None
+    paid = pricing.write_price(prices) if (target.reads_cache_control or target.reads_prompt_cache_breakpoint) \
+        else prices.input
+    read = prices.input if prices.cache_read is None else prices.cache_read
+    return round(max(0, drift.reprefill_tokens_est) * max(0.0, (paid or 0.0) - read), 9)
 
 
 def _measured(kwargs: Mapping[str, Any], response: Any) -> classify.Measured:
@@ -295,7 +315,7 @@ class Sinks:
                     drift.reprefill_tokens_est, drift.before, drift.after,
                 )
                 self.jsonl({**drift.record(), "session": session, "model": (target.model if target else ""),
-                            "agent": agent or None})
+                            "agent": agent or None, "reprefill_cost_usd_est": _reprefill_cost(drift, target)})
                 if call_id and call_id in self.reports:
                     self.reports[call_id].drift = drift
             if self.metrics is not None and key is not None:
@@ -383,6 +403,8 @@ class Sinks:
                 deployment=deployment, previous_deployment=previous.deployment)
         verdict = classify.classify(measured, expected, pol)
         cached = measured.cached or 0
+        record.cached, record.written = cached, measured.written or 0
+        record.write_ttl, record.write_1h = classify.write_ttl(provider, measured.written_1h), bool(measured.written_1h)
         out: dict[str, Any] = {
             "event": "call", "session": pending.session, "turn": record.turn, "model": pending.model_group or model,
             "class": verdict.cls, "prompt_tokens": measured.prompt, "cached_tokens": cached,
@@ -393,15 +415,26 @@ class Sinks:
             out["cache_reported"] = False
         if measured.written:
             out["cache_write_tokens"] = measured.written
+            if measured.written_1h:
+                out["cache_write_1h_tokens"] = measured.written_1h
         if pending.agent:
             out["agent"] = pending.agent
         tenant = _tenant_of(slo)
         if tenant:
             out["tenant"] = tenant
         params = kwargs.get("litellm_params")
-        cost = pricing.cost_of(pricing.prices_for(model, provider, slo, params if isinstance(params, Mapping) else None),
-                               measured.prompt, cached, measured.written or 0, verdict.tokens_lost)
+        prices = pricing.prices_for(model, provider, slo, params if isinstance(params, Mapping) else None)
+        cost = pricing.cost_of(prices, measured.prompt, cached, measured.written or 0, verdict.tokens_lost,
+                               measured.written_1h)
         out["cost_usd"] = cost.to_json()  # null: the model's price is unknown (never read as zero)
+        unread, unread_cost = 0, None
+        if previous is not None and previous.written:  # the previous call's write, read back or never
+            unread = previous.written - classify.write_read_back(previous.written, previous.cached, cached,
+                                                                 expected.idle, previous.write_ttl)
+            if unread:
+                unread_cost = pricing.unread_write_cost(prices, unread, previous.write_1h)
+                out["write_never_read"] = {"tokens": unread, "cost_usd": None if unread_cost is None
+                                           else round(unread_cost, 9)}
         if previous is not None:
             out["previous_deployment"] = previous.deployment
             if expected.idle is not None:
@@ -435,6 +468,11 @@ class Sinks:
                     m.count(m.saved_cost, labels, cost.saved)
                 if cost.drift:
                     m.count(m.drift_cost, labels, cost.drift)
+            if unread:  # the writing side of a miss: its own class, no call counted twice
+                unread_labels = (labels[0], classify.WRITE_NEVER_READ, labels[2])
+                m.count(m.lost_tokens, unread_labels, unread)
+                if unread_cost:
+                    m.count(m.drift_cost, unread_labels, unread_cost)
         return out
 
     # -- symlinks, JSONL, headers ------------------------------------------------------

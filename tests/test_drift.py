@@ -118,7 +118,7 @@ async def test_tool_addition_warns_and_names_the_tool(tmp_path):
 
 
 _DRIFT_FIELDS = {"event", "changed", "first_diff_char", "first_diff_token_est", "first_diff_in", "exact",
-                 "reprefill_tokens_est", "before", "after", "session", "model", "agent"}
+                 "reprefill_tokens_est", "reprefill_cost_usd_est", "before", "after", "session", "model", "agent"}
 
 
 async def test_the_drift_record_has_the_logs_fields_and_names_tools_only_when_they_changed(tmp_path):

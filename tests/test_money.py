@@ -18,7 +18,7 @@ from litellm_prefix.offline import report
 
 # LiteLLM's cost map (the local copy, LITELLM_LOCAL_MODEL_COST_MAP=True), USD per token.
 GPT_4O = pricing.Prices(2.5e-06, 1.25e-06, None, "cost_map")
-SONNET = pricing.Prices(3e-06, 3e-07, 3.75e-06, "cost_map")
+SONNET = pricing.Prices(3e-06, 3e-07, 3.75e-06, "cost_map", cache_write_1h=6e-06)
 
 
 def test_prices_come_from_the_cost_map_for_hosted_models():
@@ -145,3 +145,86 @@ def test_the_report_reads_old_logs_without_money(tmp_path):
                                "cached_tokens": 8, "tokens_lost": 0}) + "\n")
     out = report.read(str(log)).to_json()
     assert out["totals"]["billed_usd"] is None and out["totals"]["unpriced_calls"] == 1
+
+
+# -- paid cache writes: Anthropic 1.25x / 2x, OpenAI GPT-5.6 1.25x, and writes never read ----------
+
+GPT56 = pricing.Prices(4e-06, 4e-07, 5e-06, "cost_map")
+
+
+def test_one_hour_writes_are_billed_at_their_own_price():
+    # 10,000 = 2,000 read + 6,000 written (4,000 of them with ttl 1h) + 2,000 fresh
+    cost = pricing.cost_of(SONNET, 10_000, 2_000, written=6_000, written_1h=4_000)
+    assert cost.billed == pytest.approx(2_000 * 3e-06 + 2_000 * 3e-07 + 2_000 * 3.75e-06 + 4_000 * 6e-06)
+    assert pricing.unread_write_cost(SONNET, 1_000) == pytest.approx(1_000 * 0.75e-06)
+    assert pricing.unread_write_cost(SONNET, 1_000, one_hour=True) == pytest.approx(1_000 * 3e-06)
+    assert pricing.unread_write_cost(GPT_4O, 1_000) == 0.0  # no write premium: an unread write costs nothing extra
+
+
+def test_gpt56_writes_are_read_from_every_usage_shape_and_billed_1_25x():
+    from litellm_prefix.measure import classify
+
+    assert pricing.prices_for("gpt-5.6", "openai") == GPT56
+    chat = {"prompt_tokens": 10_000, "prompt_tokens_details": {"cached_tokens": 6_000, "cache_write_tokens": 3_000}}
+    responses = {"input_tokens": 10_000, "input_tokens_details": {"cached_tokens": 6_000, "cache_write_tokens": 3_000}}
+    anthropic = {"input_tokens": 1_000, "cache_read_input_tokens": 6_000, "cache_creation_input_tokens": 3_000,
+                 "cache_creation": {"ephemeral_5m_input_tokens": 1_000, "ephemeral_1h_input_tokens": 2_000}}
+    litellm_usage = {"prompt_tokens": 10_000, "cache_creation_input_tokens": 3_000, "prompt_tokens_details": {
+        "cached_tokens": 6_000, "cache_write_tokens": 3_000,
+        "cache_creation_token_details": {"ephemeral_5m_input_tokens": 1_000, "ephemeral_1h_input_tokens": 2_000}}}
+    for usage, hour in ((chat, 0), (responses, 0), (anthropic, 2_000), (litellm_usage, 2_000)):
+        m = classify.measure(usage)
+        assert (m.prompt, m.cached, m.written, m.written_1h) == (10_000, 6_000, 3_000, hour), usage
+    cost = pricing.cost_of(GPT56, 10_000, 6_000, written=3_000)
+    assert cost.billed == pytest.approx(1_000 * 4e-06 + 6_000 * 4e-07 + 3_000 * 5e-06)
+
+
+def _anthropic_usage(prompt: int, cached: int, written: int) -> dict:
+    return {"input_tokens": prompt - cached - written, "cache_read_input_tokens": cached,
+            "cache_creation_input_tokens": written}
+
+
+def test_a_write_the_next_call_does_not_read_is_a_write_never_read(tmp_path):
+    """Turn 1 writes 3,000 tokens; turn 2 reads them (nothing unread); turn 3's head changed, so it
+    reads only 1,000 and turn 2's 1,000-token write is never read: the record, the report's class
+    and the metrics say so, priced at the write premium (Sonnet: 0.75 $/M above input)."""
+    usage = [_anthropic_usage(3_000, 0, 3_000), _anthropic_usage(4_000, 3_000, 1_000),
+             _anthropic_usage(5_000, 1_000, 4_000)]
+    s, calls = _session_with_prices(tmp_path, "unread", "anthropic", "claude-sonnet-4-5", usage=usage)
+    assert [c.get("cache_write_tokens") for c in calls] == [3_000, 1_000, 4_000]
+    assert "write_never_read" not in calls[0] and "write_never_read" not in calls[1]
+    # turn 3 read 1,000 tokens: of turn 2's write (3,000 .. 4,000) it read nothing
+    assert calls[2]["write_never_read"] == {"tokens": 1_000, "cost_usd": pytest.approx(1_000 * 0.75e-06)}
+    flush_logs()
+    summary = report.read(str(s.log)).to_json()
+    assert summary["classes"]["write_never_read"] == {"calls": 1, "tokens_lost": 1_000, "reprocessed_tokens": 0}
+    assert summary["totals"]["written_tokens"] == 8_000
+    assert summary["totals"]["write_never_read_usd"] == pytest.approx(1_000 * 0.75e-06, abs=1e-9)
+    assert "never read" in report.text(report.read(str(s.log)))
+    agent = calls[0].get("agent", "")
+    assert REGISTRY.get_sample_value("litellm_prefix_tokens_lost_total", {
+        "model_group": "group-money-unread", "agent": agent, "class": "write_never_read"}) == 1_000
+
+
+def test_a_write_read_after_its_ttl_expired_was_never_read():
+    from litellm_prefix.measure import classify
+
+    assert classify.write_read_back(1_000, 3_000, 4_000, idle=10, ttl=300) == 1_000
+    assert classify.write_read_back(1_000, 3_000, 3_500, idle=10, ttl=300) == 500
+    assert classify.write_read_back(1_000, 3_000, 4_000, idle=301, ttl=300) == 0  # expired first
+    assert classify.write_read_back(1_000, 3_000, 4_000, idle=1_000, ttl=3_600) == 1_000  # a 1-hour write
+    assert classify.write_ttl("anthropic", 0) == 300 and classify.write_ttl("anthropic", 5) == 3_600
+    assert classify.write_ttl("openai", 0) == 1_800  # GPT-5.6's writes live 30 minutes
+
+
+def test_a_drift_report_prices_the_prefill_at_the_write_price_where_writes_are_billed():
+    from litellm_prefix.context import Drift, Target
+    from litellm_prefix.sinks import _reprefill_cost
+
+    drift = Drift(changed=["rules"], first_diff_char=10, first_diff_token_est=3, first_diff_in="rules", exact=True,
+                  reprefill_tokens_est=10_000, before="a", after="b")
+    claude = Target(model="claude-sonnet-4-5", provider="anthropic", reads_cache_control=True)
+    assert _reprefill_cost(drift, claude) == pytest.approx(10_000 * (3.75e-06 - 3e-07))
+    gpt4o = Target(model="gpt-4o", provider="openai")
+    assert _reprefill_cost(drift, gpt4o) == pytest.approx(10_000 * (2.5e-06 - 1.25e-06))
+    assert _reprefill_cost(drift, Target(model="qwen3", provider="hosted_vllm")) is None

@@ -36,8 +36,13 @@ PANELS: list[tuple[str, str, list[tuple[str, str]], str]] = [
     ("Input cost, cache savings and drift cost (USD, range)", "currencyUSD", [
         ("billed", f"sum(increase(litellm_prefix_input_cost_usd_total{{{SEL}}}[$__range]))"),
         ("saved by cache reads", f"sum(increase(litellm_prefix_cache_saved_usd_total{{{SEL}}}[$__range]))"),
-        ("cost of misses", f"sum(increase(litellm_prefix_drift_cost_usd_total{{{SEL}}}[$__range]))"),
+        ("cost of misses (writes never read included)",
+         f"sum(increase(litellm_prefix_drift_cost_usd_total{{{SEL}}}[$__range]))"),
         ], "stat"),
+    ("Cache writes never read (USD above sending them uncached, per hour)", "currencyUSD", [(
+        "{{model_group}}",
+        f'sum by (model_group) (rate(litellm_prefix_drift_cost_usd_total{{{SEL}, class="write_never_read"}}[{W}]))'
+        " * 3600")], "timeseries"),
     ("Cost of misses per model group (USD per hour)", "currencyUSD", [(
         "{{model_group}}",
         f"sum by (model_group) (rate(litellm_prefix_drift_cost_usd_total{{{SEL}}}[{W}])) * 3600")], "timeseries"),

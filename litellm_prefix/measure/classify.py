@@ -22,6 +22,12 @@ reused: the longest prefix this request shares with the session's previous reque
 - ``provider_miss``: the bytes were stable but the upstream reused less (evicted,
   expired after idle time, served by another deployment).
 
+``write_never_read`` is the writing side of a miss, counted on the call after the write: the
+tokens the previous call of the session wrote to the cache (Anthropic, OpenAI GPT-5.6+: billed
+1.25x or 2x) that this call did not read before they expired (``write_read_back``). On a hosted
+provider with paid writes these cost more than no cache at all; an ideal client leaves only its
+session's last write unread. The report and the metrics carry it as a class of its own.
+
 ``tokens_lost`` is what a stable client on a warm cache would have got from the cache
 and did not: for ``client_drift`` the previous request's size (capped at this prompt)
 minus cached, for misses expected minus cached, else 0.
@@ -36,6 +42,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 CLASSES = ("first", "hit", "client_drift", "provider_miss", "below_minimum", "unknown")
+WRITE_NEVER_READ = "write_never_read"  # the writing side of a miss (see the module text)
 
 # Providers with a documented minimum and step when served by the vendor's own API.
 _HOSTED = {
@@ -62,8 +69,9 @@ SLACK_FRACTION = 0.01
 class Measured:
     prompt: int
     cached: int | None  # None: the upstream said nothing about its cache
-    written: int = 0  # Anthropic cache_creation_input_tokens
+    written: int = 0  # written to the cache (Anthropic cache_creation_input_tokens, OpenAI cache_write_tokens)
     source: str = ""  # which field the cached count came from
+    written_1h: int = 0  # of ``written``, with Anthropic's one-hour TTL (billed 2x, not 1.25x)
 
 
 @dataclass(frozen=True)
@@ -119,7 +127,7 @@ def measure(usage: Any, timings: Any = None) -> Measured | None:
         except Exception:
             pass
     read = _int(_get(usage, "cache_read_input_tokens"))
-    written = _int(_get(usage, "cache_creation_input_tokens")) or 0
+    written, written_1h = _written(usage)
     prompt = _int(_get(usage, "prompt_tokens"))
     cached: int | None = None
     source = ""
@@ -146,7 +154,26 @@ def measure(usage: Any, timings: Any = None) -> Measured | None:
     if prompt is None:
         return None
     return Measured(prompt=prompt, cached=None if cached is None else min(cached, prompt), written=written,
-                    source=source if cached is not None else "")
+                    source=source if cached is not None else "", written_1h=min(written_1h, written))
+
+
+def _first_int(*values: Any) -> int | None:
+    return next((n for n in map(_int, values) if n is not None), None)
+
+
+def _written(usage: Any) -> tuple[int, int]:
+    """Tokens written to the cache, and of those with a one-hour TTL, in any usage shape:
+    Anthropic ``cache_creation_input_tokens`` (``cache_creation.ephemeral_1h_input_tokens``),
+    OpenAI GPT-5.6+ ``prompt_tokens_details.cache_write_tokens`` (Responses:
+    ``input_tokens_details``), and LiteLLM's ``Usage``, which mirrors Anthropic's count there
+    (``cache_creation_token_details``)."""
+    details = _get(usage, "prompt_tokens_details")
+    inputs = _get(usage, "input_tokens_details")
+    written = _first_int(_get(usage, "cache_creation_input_tokens"), _get(details, "cache_write_tokens"),
+                         _get(details, "cache_creation_tokens"), _get(inputs, "cache_write_tokens")) or 0
+    hour = _first_int(_get(_get(usage, "cache_creation"), "ephemeral_1h_input_tokens"),
+                      _get(_get(details, "cache_creation_token_details"), "ephemeral_1h_input_tokens")) or 0
+    return max(0, written), max(0, hour)
 
 
 @lru_cache(maxsize=256)
@@ -178,6 +205,26 @@ def policy(provider: str, model: str = "", api_base: str = "", min_tokens: int |
     if min_tokens is not None and provider in _HOSTED:
         minimum = min_tokens
     return Policy(minimum, granularity, ttl)
+
+
+# How long a write stays readable when the provider documents it: Anthropic's marks 5 minutes
+# (1 hour with ``ttl: "1h"``), OpenAI's GPT-5.6 writes 30 minutes.
+WRITE_TTL_SECONDS = {"openai": 1800, "azure": 1800}
+
+
+def write_ttl(provider: str, written_1h: int) -> int:
+    """Seconds a call's cache write stays readable (refreshed by a read)."""
+    if written_1h:
+        return 3600
+    return WRITE_TTL_SECONDS.get((provider or "").lower(), 300)
+
+
+def write_read_back(written: int, cached_then: int, cached_now: int, idle: float | None, ttl: int) -> int:
+    """How much of the previous call's write (tokens ``cached_then`` .. ``cached_then + written``)
+    the session's next call read: what it read past ``cached_then``, none once the write expired."""
+    if not written or (idle is not None and idle > ttl):
+        return 0
+    return max(0, min(cached_now - cached_then, written))
 
 
 def slack(policy: Policy, expected: int) -> int:

@@ -29,7 +29,10 @@ try:
 except ImportError:  # pragma: no cover
     _loads = json.loads
 
-from ..measure.classify import CLASSES
+from ..measure.classify import CLASSES, WRITE_NEVER_READ
+
+# Every class a report shows: a call's read side (``CLASSES``), then the writing side of a miss.
+REPORT_CLASSES = (*CLASSES, WRITE_NEVER_READ)
 
 CHART_SESSIONS = 6  # sessions drawn in the HTML chart (those with the most prompt tokens)
 MAX_TURN_POINTS = 500_000  # per-turn points kept for the chart, all sessions together
@@ -53,6 +56,18 @@ class Group:
     billed_usd: float = 0.0
     saved_usd: float = 0.0
     drift_usd: float = 0.0
+    # Cache writes (Anthropic, OpenAI GPT-5.6+) and those the next call did not read before they expired.
+    written_tokens: int = 0
+    unread_usd: float = 0.0
+
+    def add_write(self, written: int, unread: Any) -> None:
+        """A call's cache write, and the previous write it found unread (``write_never_read``), if any."""
+        self.written_tokens += written
+        if isinstance(unread, dict) and int(unread.get("tokens") or 0) > 0:
+            tokens = int(unread["tokens"])
+            self.classes[WRITE_NEVER_READ] = self.classes.get(WRITE_NEVER_READ, 0) + 1
+            self.lost_by_class[WRITE_NEVER_READ] = self.lost_by_class.get(WRITE_NEVER_READ, 0) + tokens
+            self.unread_usd += float(unread.get("cost_usd") or 0)
 
     def add(self, prompt: int, cached: int, lost: int, cls: str, cost: Any = None) -> None:
         if isinstance(cost, dict):
@@ -80,6 +95,8 @@ class Group:
         self.billed_usd += other.billed_usd
         self.saved_usd += other.saved_usd
         self.drift_usd += other.drift_usd
+        self.written_tokens += other.written_tokens
+        self.unread_usd += other.unread_usd
         self.classes.update(other.classes)
         self.lost_by_class.update(other.lost_by_class)
         self.reprocessed_by_class.update(other.reprocessed_by_class)
@@ -96,10 +113,12 @@ class Group:
         return {"billed_usd": round(self.billed_usd, 6) if priced else None,
                 "saved_usd": round(self.saved_usd, 6) if priced else None,
                 "drift_usd": round(self.drift_usd, 6) if priced else None,
+                "write_never_read_usd": round(self.unread_usd, 6) if priced else None,
                 "priced_calls": self.priced_calls, "unpriced_calls": self.calls - self.priced_calls}
 
     def to_json(self) -> dict[str, Any]:
         out = {"calls": self.calls, "prompt_tokens": self.prompt_tokens, "cached_tokens": self.cached_tokens,
+               "written_tokens": self.written_tokens,
                "reprocessed_tokens": self.reprocessed_tokens, "tokens_lost": self.tokens_lost,
                "hit_rate": round(self.hit_rate, 4),
                "classes": {c: {"calls": self.classes[c], "tokens_lost": self.lost_by_class[c],
@@ -146,6 +165,7 @@ class Summary:
         if group is None:
             group = self.groups[key] = Group()
         group.add(prompt, cached, lost, cls, rec.get("cost_usd"))
+        group.add_write(int(rec.get("cache_write_tokens") or 0), rec.get("write_never_read"))
         if cls == "client_drift":
             drift = rec.get("drift") or {}
             causes = drift.get("changed") or [_cause(str(rec.get("where") or ""))]
@@ -209,9 +229,10 @@ class Summary:
             "file": self.path, "lines": self.lines, "corrupt_lines": self.corrupt,
             "totals": {"calls": t.calls, "prompt_tokens": t.prompt_tokens, "cached_tokens": t.cached_tokens,
                        "reprocessed_tokens": t.reprocessed_tokens, "tokens_lost": t.tokens_lost,
+                       "written_tokens": t.written_tokens,
                        "hit_rate": round(t.hit_rate, 4), "sessions": len(self.sessions), **t.money()},
             "classes": {c: {"calls": t.classes[c], "tokens_lost": t.lost_by_class[c],
-                            "reprocessed_tokens": t.reprocessed_by_class[c]} for c in CLASSES},
+                            "reprocessed_tokens": t.reprocessed_by_class[c]} for c in REPORT_CLASSES},
             "models": {m: g.to_json() for m, g in sorted(self.models.items())},
             "agents": {a: g.to_json() for a, g in sorted(self.agents.items())},
             "tenants": {a: g.to_json() for a, g in sorted(self.tenants.items())},
@@ -310,7 +331,11 @@ def text(summary: Summary) -> str:
            "input cost {}, saved by cache reads {}, cost of misses against hits {}".format(*_money_cells(t))
            + (f" (* {t.calls - t.priced_calls} call(s) of models with no known price left out)"
               if 0 < t.priced_calls < t.calls else ""), ""]
-    rows = [(c, t.classes[c], t.reprocessed_by_class[c], t.lost_by_class[c]) for c in CLASSES if t.classes[c]]
+    if t.written_tokens:
+        m = t.money()
+        out[-1:-1] = [f"cache writes {t.written_tokens} tokens; {t.lost_by_class[WRITE_NEVER_READ]} of them never read "
+                      f"before they expired, costing {usd(m['write_never_read_usd'])} above sending them uncached"]
+    rows = [(c, t.classes[c], t.reprocessed_by_class[c], t.lost_by_class[c]) for c in REPORT_CLASSES if t.classes[c]]
     out += [_table(rows, ("class", "calls", "re-processed", "tokens lost")), ""]
     out += ["per model", _table(_group_rows(summary.models), tuple(h.format("model") for h in GROUP_HEADER)), ""]
     if summary.agents:
@@ -399,7 +424,7 @@ def html_page(summary: Summary) -> str:
         "<p>Input cost <b id='billed_usd'>{}</b>, saved by cache reads <b id='saved_usd'>{}</b>, cost of misses "
         "against hits <b id='drift_usd'>{}</b>.</p>".format(*(html.escape(c) for c in _money_cells(t))),
         "<h2>Classes</h2>" + _html_table(
-            [(c, t.classes[c], t.reprocessed_by_class[c], t.lost_by_class[c]) for c in CLASSES],
+            [(c, t.classes[c], t.reprocessed_by_class[c], t.lost_by_class[c]) for c in REPORT_CLASSES],
             ("class", "calls", "re-processed", "tokens lost")),
     ]
     if png:
