@@ -26,6 +26,16 @@ Blocks: each function declaration (or other tool), each ``systemInstruction`` pa
 part, in that order. Keys in snake_case (``function_call``, ``inline_data``: the API takes both)
 are hashed in camelCase, so the two spellings cache alike.
 
+Explicit context caching (the same docs, explicit section): LiteLLM turns a chat request whose
+messages carry ``cache_control`` into a ``cachedContents`` resource (list them, create one named by a
+hash of the marked messages, then ``generateContent`` with ``cachedContent``; with a custom
+``api_base`` it calls ``{api_base}/models/{model}:cachedContents``, and Google's own path is
+``/v1beta/cachedContents``: both served). A creation under the model's minimum -> 400; ``ttl``
+``"<seconds>s"``, default 1 h; the creation is billed as input and writes the cache's prefix with
+that lifetime into the same store, so a request on it reads at least the cached tokens (the storage
+charge per hour is not modelled); a request naming an unknown or expired cache -> 403, one that
+also sets ``systemInstruction``, ``tools`` or ``toolConfig`` -> 400, as Google answers.
+
 Wire: ``contents`` (``user``/``model``; ``text``, ``functionCall {name, args}``,
 ``functionResponse {name, response}``, ``inlineData``) become the chat view; function calls get
 ids ``call_<name>_<n>`` (n-th call of that name), each response the id of the oldest unanswered call
@@ -36,7 +46,10 @@ from __future__ import annotations
 
 import json
 import re
+import threading
+import time
 import uuid
+from dataclasses import dataclass
 from collections import defaultdict, deque
 from typing import Any
 
@@ -44,6 +57,9 @@ from harness.providers.cache import IMAGE_TOKENS, AutomaticPrefixRules, Charge, 
 from harness.providers.wire import Exchange, Rejected, caller_key, sse
 
 PATH = re.compile(r"/models/(?P<model>[^/:?]+):(?P<method>generateContent|streamGenerateContent|countTokens)")
+CACHES_PATH = re.compile(r"(?:/models/(?P<model>[^/:?]+):)?cachedContents(?:$|\?)")
+TTL = re.compile(r"^(?P<s>\d+(?:\.\d+)?)s$")
+EXPLICIT_TTL = 3600
 MINIMUM_TABLE = ((re.compile(r"pro"), 4096), (re.compile(r"."), 1024))
 RETENTION = 300
 SNAKE_KEYS = {"system_instruction": "systemInstruction", "function_declarations": "functionDeclarations",
@@ -189,17 +205,127 @@ def route(path: str) -> tuple[str, str] | None:
     return (found.group("model"), found.group("method")) if found else None
 
 
-def prepare(path: str, body: dict, headers: dict[str, str]) -> Exchange:
+def prepare(path: str, body: dict, headers: dict[str, str], caches: "CachedContents | None" = None,
+            now: float = 0.0) -> Exchange:
     found = route(path)
     if found is None:
         raise Rejected(404, error_body(f"unknown path {path}", 404, "NOT_FOUND"), "unknown path")
     model, method = found
     if not isinstance(body.get("contents"), list) or not body["contents"]:
         raise reject("* GenerateContentRequest.contents: contents is not specified")
-    view = {**chat_view(body), "model": model}
+    key = caller_key(headers)
+    cached = cached_parts(body, caches, key, now)
+    view = {**chat_view(body if cached is None else with_cache(cached, body)), "model": model}
     stream = method == "streamGenerateContent"
-    return Exchange("gemini", model, rules_for(model), f"gemini|{model}|{caller_key(headers)}",
-                    prompt_of(request_parts(body)), view, stream, extra={"sse": "alt=sse" in path})
+    return Exchange("gemini", model, rules_for(model), f"gemini|{model}|{key}",
+                    prompt_of([*(cached.parts if cached else []), *request_parts(body)]), view, stream,
+                    extra={"sse": "alt=sse" in path, "cached_content": cached.name if cached else None})
+
+
+# -- explicit context caches -------------------------------------------------------------------
+
+
+@dataclass
+class Cache:
+    name: str
+    model: str
+    key: str
+    body: dict  # contents, systemInstruction, tools: what the cache holds
+    parts: list[Part]
+    tokens: int
+    display_name: str | None
+    created: float
+    expires: float
+
+    def resource(self) -> dict:
+        return {"name": self.name, "model": f"models/{self.model}", "displayName": self.display_name,
+                "usageMetadata": {"totalTokenCount": self.tokens},
+                "createTime": _timestamp(self.created), "updateTime": _timestamp(self.created),
+                "expireTime": _timestamp(self.expires)}
+
+
+def _timestamp(at: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(at)) + f".{int(at % 1 * 1e6):06d}Z"
+
+
+class CachedContents:
+    """The explicit caches, by name; each visible to the API key that made it."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.caches: dict[str, Cache] = {}
+
+    def live(self, name: str, key: str, now: float) -> Cache | None:
+        with self.lock:
+            cache = self.caches.get(name)
+            return cache if cache and cache.key == key and cache.expires > now else None
+
+    def listed(self, key: str, now: float) -> list[dict]:
+        with self.lock:
+            return [c.resource() for c in self.caches.values() if c.key == key and c.expires > now]
+
+    def add(self, cache: Cache) -> None:
+        with self.lock:
+            self.caches[cache.name] = cache
+
+    def clear(self) -> None:
+        with self.lock:
+            self.caches.clear()
+
+
+def is_caches_path(path: str) -> bool:
+    return bool(CACHES_PATH.search(path.split("?", 1)[0] + "?"))
+
+
+def cached_parts(body: dict, caches: CachedContents | None, key: str, now: float) -> Cache | None:
+    name = body.get("cachedContent") or body.get("cached_content")
+    if not name:
+        return None
+    cache = caches.live(name, key, now) if caches else None
+    if cache is None:
+        raise Rejected(403, error_body(f"CachedContent not found (or permission denied): {name}", 403,
+                                       "PERMISSION_DENIED"), "cached content not found")
+    clashing = [k for k in ("systemInstruction", "system_instruction", "tools", "toolConfig", "tool_config") if body.get(k)]
+    if clashing:
+        raise reject("CachedContent can not be used with GenerateContent request setting system_instruction, tools or "
+                     "tool_config.\n\nProposed fix: move those values to CachedContent from GenerateContent request.")
+    return cache
+
+
+def with_cache(cache: Cache, body: dict) -> dict:
+    """The request as the model sees it: the cache's contents, then the request's."""
+    return {**cache.body, **body, "contents": [*(cache.body.get("contents") or []), *body["contents"]]}
+
+
+def ttl_seconds(body: dict) -> float:
+    ttl = body.get("ttl")
+    if ttl is None:
+        return EXPLICIT_TTL
+    found = TTL.match(str(ttl))
+    if not found:
+        raise reject(f"Invalid value at 'cached_content.ttl' ({ttl!r}): expected a duration such as \"300s\"")
+    return float(found.group("s"))
+
+
+def prepare_cache(path: str, body: dict, headers: dict[str, str], now: float) -> tuple[Exchange, Cache]:
+    """A ``cachedContents`` creation: the exchange that bills it (its parts as input, written with the
+    cache's lifetime) and the cache."""
+    model = str(body.get("model") or "").removeprefix("models/") or (CACHES_PATH.search(path).group("model") or "")
+    parts = request_parts(body)
+    prompt = prompt_of(parts)
+    minimum = minimum_tokens(model)
+    if prompt.tokens < minimum:
+        raise reject(f"Cached content is too small. total_token_count={prompt.tokens}, "
+                     f"min_total_token_count={minimum}")
+    ttl = ttl_seconds(body)
+    held = {k: body[k] for k in ("contents", "systemInstruction", "system_instruction", "tools", "toolConfig")
+            if k in body}
+    cache = Cache(f"cachedContents/{uuid.uuid4().hex[:16]}", model, caller_key(headers), held, parts, prompt.tokens,
+                  body.get("displayName"), now, now + ttl)
+    rules = AutomaticPrefixRules(minimum=minimum, step=1, retention=int(ttl), name="gemini-explicit-create")
+    exchange = Exchange("gemini", model, rules, f"gemini|{model}|{cache.key}", prompt, {}, False,
+                        extra={"cached_content": cache.name, "creates_cache": True})
+    return exchange, cache
 
 
 def usage_of(charge: Charge, output_tokens: int) -> dict:

@@ -9,6 +9,8 @@ Routes (standard library only; 127.0.0.1; stopped by pid):
 - ``POST …/chat/completions``, ``POST …/responses``: OpenAI (openai.py)
 - ``POST …/models/{model}:generateContent`` / ``:streamGenerateContent[?alt=sse]`` /
   ``:countTokens``: Gemini (gemini.py)
+- ``GET``/``POST …cachedContents`` (also ``…/models/{model}:cachedContents``, where LiteLLM
+  sends it): Gemini's explicit context caches
 - ``POST /_emulator/advance {"seconds": S}``: move the virtual clock on (cache lifetimes run on it)
 - ``POST /_emulator/reset``: drop every cache entry (and OpenAI's per-minute routing counts)
 - ``GET /health``
@@ -38,7 +40,7 @@ from typing import Any
 
 from harness.providers import anthropic, gemini, openai
 from harness.providers.cache import Charge, Clock, MachinePool, Store, rules_to_record
-from harness.providers.wire import Exchange, Rejected, lower_headers, recorded_headers
+from harness.providers.wire import Exchange, Rejected, caller_key, lower_headers, recorded_headers
 from harness.real_agents.model import chat_response, chat_stream, decide
 from harness.recording_upstream import JsonHandler, Server, run_server
 
@@ -66,6 +68,7 @@ class Emulator:
         self.clock = Clock()
         self.store = Store()
         self.pool = MachinePool()
+        self.caches = gemini.CachedContents()
         self.nested_marks = nested_marks
         self.record_path = record_path
         self.seq = 0
@@ -74,19 +77,24 @@ class Emulator:
         with self.lock:
             self.store.clear()
             self.pool.clear()
+            self.caches.clear()
 
     def advance(self, seconds: float) -> float:
         return self.clock.advance(seconds)
 
-    def prepare(self, path: str, body: dict, headers: dict[str, str]) -> Exchange:
+    def prepare(self, path: str, body: dict, headers: dict[str, str], now: float) -> Exchange:
         bare = path.split("?", 1)[0]
+        if gemini.is_caches_path(bare):
+            exchange, cache = gemini.prepare_cache(path, body, headers, now)
+            exchange.extra["cache"] = cache
+            return exchange
         if bare.endswith("/messages"):
             return anthropic.prepare(body, headers, self.nested_marks)
         if bare.endswith("/chat/completions"):
             return openai.prepare_chat(body, headers)
         if bare.endswith("/responses"):
             return openai.prepare_responses(body, headers)
-        return gemini.prepare(path, body, headers)
+        return gemini.prepare(path, body, headers, self.caches, now)
 
     def account(self, exchange: Exchange, now: float) -> tuple[Charge, str]:
         with self.lock:
@@ -110,10 +118,12 @@ class Emulator:
         if counted is not None:
             return Outcome(200, counted)
         try:
-            exchange = self.prepare(path, body, headers)
+            exchange = self.prepare(path, body, headers, now)
         except Rejected as rejected:
             return self._rejected(entry, family_of(path), rejected)
         charge, scope = self.account(exchange, now)
+        if exchange.extra.get("cache") is not None:
+            return self._cache_created(entry, exchange, charge, scope)
         try:
             reply = decide(exchange.view)
         except Exception as exc:  # a malformed request must not take the emulator down
@@ -124,6 +134,21 @@ class Emulator:
                       "blocks": [b.to_record() for b in exchange.prompt.blocks], "usage": usage, "reply": reply,
                       "error": None, "status": 200})
         return outcome
+
+    def _cache_created(self, entry: dict, exchange: Exchange, charge: Charge, scope: str) -> Outcome:
+        cache = exchange.extra.pop("cache")
+        self.caches.add(cache)
+        resource = cache.resource()
+        self._record({**entry, "family": "gemini", "rules": rules_to_record(exchange.rules), "model": exchange.model,
+                      "scope": scope, "view": None, "blocks": [b.to_record() for b in exchange.prompt.blocks],
+                      "usage": {**resource["usageMetadata"], "cachedContentTokenCount": charge.read},
+                      "reply": {"cached_content": cache.name}, "error": None, "status": 200})
+        return Outcome(200, resource)
+
+    def listed(self, path: str, headers: dict[str, str]) -> Outcome:
+        """``GET …cachedContents``: the caller's live explicit caches."""
+        headers = {k.lower(): v for k, v in headers.items()}
+        return Outcome(200, {"cachedContents": self.caches.listed(caller_key(headers), self.clock.now())})
 
     def _count_tokens(self, path: str, body: dict) -> dict | None:
         bare = path.split("?", 1)[0]
@@ -155,7 +180,7 @@ def family_of(path: str) -> str:
         return "anthropic"
     if bare.endswith("/chat/completions") or bare.endswith("/responses"):
         return "openai"
-    return "gemini" if gemini.route(bare) else "unknown"
+    return "gemini" if gemini.route(bare) or gemini.is_caches_path(bare) else "unknown"
 
 
 def answer(exchange: Exchange, body: dict, reply: dict, charge: Charge) -> tuple[Outcome, dict]:
@@ -190,6 +215,9 @@ def make_handler(emulator: Emulator):
         def do_GET(self):
             if self.path.startswith("/health"):
                 self._send_json({"status": "ok"})
+            elif gemini.is_caches_path(self.path):
+                outcome = emulator.listed(self.path, lower_headers(self.headers.items()))
+                self._send_json(outcome.body, outcome.status)
             elif self.path.rstrip("/").endswith("/models"):
                 self._send_json({"object": "list", "data": [], "models": []})
             else:
@@ -273,7 +301,7 @@ class ProviderEmulator:
         return self._post("/_emulator/advance", {"seconds": seconds})
 
     def reset(self) -> dict:
-        """Drop every cache entry."""
+        """Drop every cache entry (and Gemini's explicit caches)."""
         return self._post("/_emulator/reset", {})
 
     def stop(self) -> None:
