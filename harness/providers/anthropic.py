@@ -41,6 +41,7 @@ https://docs.anthropic.com/en/docs/build-with-claude/streaming).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import uuid
@@ -242,8 +243,10 @@ def usage_of(charge: Charge, output_tokens: int) -> dict:
 
 
 def content_of(reply: dict) -> list[dict]:
+    """The reply's content blocks; a tool call's ``toolu_`` id is derived from ``decide``'s id (the
+    same answer, the same id)."""
     if "tool_calls" in reply:
-        return [{"type": "tool_use", "id": f"toolu_{uuid.uuid4().hex[:24]}", "name": c["name"],
+        return [{"type": "tool_use", "id": "toolu_" + hashlib.sha256(c["id"].encode()).hexdigest()[:24], "name": c["name"],
                  "input": json.loads(c["arguments"] or "{}")} for c in reply["tool_calls"]]
     return [{"type": "text", "text": reply.get("text") or ""}]
 

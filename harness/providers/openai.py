@@ -45,6 +45,7 @@ https://platform.openai.com/docs/api-reference/responses-streaming).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import time
@@ -378,7 +379,8 @@ def responses_usage(charge: Charge, output_tokens: int) -> dict:
 
 def output_items(reply: dict) -> list[dict]:
     if "tool_calls" in reply:
-        return [{"type": "function_call", "id": f"fc_{uuid.uuid4().hex[:24]}", "call_id": c["id"], "name": c["name"],
+        return [{"type": "function_call", "id": "fc_" + hashlib.sha256(c["id"].encode()).hexdigest()[:24],
+                 "call_id": c["id"], "name": c["name"],
                  "arguments": c["arguments"], "status": "completed"} for c in reply["tool_calls"]]
     return [{"type": "message", "id": f"msg_{uuid.uuid4().hex[:24]}", "status": "completed", "role": "assistant",
              "content": [{"type": "output_text", "text": reply.get("text") or "", "annotations": []}]}]
