@@ -271,13 +271,13 @@ QWEN_CODE = Profile(
     stream_by_first_prompt=(QWEN_CODE_CONTEXT,),
     # The whole first user message is its context; "Today's date is <toLocaleDateString> (formatted ...)."
     first_user_context=(
-        (QWEN_CODE_CONTEXT + r"\n", "", ("context-date",)),  # 0.15: the whole first user message
+        (QWEN_CODE_CONTEXT + r"\n", "", ("context-date", "workspace-tree")),  # 0.15: the whole first user message
         # 0.24 (chunks/: getInitialChatHistory's reminders, each a part "<system-reminder>\n...\n</system-reminder>",
         # their bodies' own tags escaped; then the first query's "The current date is" reminder: none of
         # them is the typed prompt).
         (r"<system-reminder>\nThe text below was supplied by the MCP server\.", r"\n</system-reminder>", ()),
         (r"<system-reminder>\nThe following skills are available for use with the Skill tool\.", r"\n</system-reminder>", ()),
-        (r"<system-reminder>\n" + QWEN_CODE_CONTEXT + r"\n", r"\n</system-reminder>", ("context-date",)),
+        (r"<system-reminder>\n" + QWEN_CODE_CONTEXT + r"\n", r"\n</system-reminder>", ("context-date", "workspace-tree")),
         (r"<system-reminder>\nThe following tools are reachable through `", r"\n</system-reminder>", ()),
         (QWEN_DATE_REMINDER + r"\Z", "", ()),
     ),
@@ -323,7 +323,7 @@ GEMINI_CLI = Profile(
     main_has_tools=True,
     workspace=(r"(?m)^- \*\*Workspace Directories:\*\*\n  - (\S[^\n]*?)[ \t]*$",),
     first_user_context=((r"<session_context>\nThis is the Gemini CLI\. We are setting up the context for our chat\.\n",
-                         r"\n</session_context>", ("context-date",)),),
+                         r"\n</session_context>", ("context-date", "workspace-tree")),),
     # Its generalist subagent shares the head's start and the session: told apart by its task (the
     # first typed text: the prompt part after <session_context>, or the subagent's first message).
     stream_by_first_prompt=(r"<session_context>\n",),
@@ -356,6 +356,11 @@ DEFAULT_NOTIFICATION_PATTERNS = [
     r"^\s*<task-notification>",
     r"^\s*<extension-notification>",
 ]
+
+# One directory's tree as getFolderStructure writes it (Qwen Code, Gemini CLI): its summary line and a
+# blank line (optional for the first), the root, the entries.
+_SUMMARY = r"Showing up to [0-9]+ items[^\r\n]*\r?\n\r?\n"
+_ENTRIES = r"[^\r\n]+(?:\r?\n(?:\u2502   |    )*[\u251c\u2514]\u2500\u2500\u2500[^\r\n]*)*"
 
 # The volatile presets (``volatilePresets``, a profile's ``volatile_presets``): spans an agent
 # rewrites on every request without meaning anything new, pinned by rules/volatile.py.
@@ -403,6 +408,17 @@ VOLATILE_PRESETS = {
     #   chat.\nToday's date is Thursday, December 3, 2026 (formatted according to the user's locale)."
     #   (toLocaleDateString; packages/core/src/utils/environmentContext.ts in both).
     "context-date": r"We are setting up the context for our chat\.\r?\n(?P<value>Today's date is [^\r\n]+)",
+    # The workspace's folder tree in the same blocks (getFolderStructure, one per workspace directory,
+    #   joined by "\n"): "Showing up to 200 items (files + folders).[ Folders or files indicated with
+    #   ... were ignored, or the display limit (200 items) was reached.]\n\n/abs/root/\n" then one line
+    #   per entry, indented by "    " or "\u2502   " per level, "\u251c\u2500\u2500\u2500" or
+    #   "\u2514\u2500\u2500\u2500" before the name (Qwen Code 0.15 "Showing up to 20 items:"). After
+    #   Qwen Code's "Here is the folder structure of the current working directories:\n\n" (0.15 and
+    #   0.24, chunks/ getDirectoryContextString) and Gemini CLI's "- **Directory Structure:**\n\n"
+    #   (0.61.0 bundle/ getDirectoryContextString). A file added or removed changes it; the value ends
+    #   with the tree's last line, so Gemini CLI's session memory after it stays outside.
+    "workspace-tree": r"(?:Here is the folder structure of the current working directories:|- \*\*Directory Structure:\*\*)"
+                      r"\r?\n\r?\n(?P<value>(?:" + _SUMMARY + ")?" + _ENTRIES + r"(?:\r?\n" + _SUMMARY + _ENTRIES + r")*)",
 }
 
 # The same presets inside tool descriptions (the tools come first in the prompt, so a date

@@ -56,12 +56,19 @@ def qwen_context(date: str, tree: str = "/home/alice/src/web/\n├───packa
             f"Here is the folder structure of the current working directories:\n\n{tree}")
 
 
-def gemini_context(date: str) -> str:
+def gemini_context(date: str, tree: str = "Showing up to 200 items (files + folders).\n\n/home/alice/src/web/\n└───README.md",
+                   memory: str = "") -> str:
     return ("<session_context>\nThis is the Gemini CLI. We are setting up the context for our chat.\n"
             f"Today's date is {date} (formatted according to the user's locale).\n"
             "My operating system is: linux\nThe project's temporary directory is: /home/alice/.gemini/tmp/3f9a\n"
-            "- **Workspace Directories:**\n  - /home/alice/src/web\n- **Directory Structure:**\n\n"
-            "Showing up to 200 items (files + folders).\n\n/home/alice/src/web/\n└───README.md\n\n\n</session_context>")
+            f"- **Workspace Directories:**\n  - /home/alice/src/web\n- **Directory Structure:**\n\n{tree}\n\n{memory}\n"
+            "</session_context>")
+
+
+def folder_tree(root: str, *files: str, summary: str = "Showing up to 200 items (files + folders).") -> str:
+    """getFolderStructure's output (Qwen Code, Gemini CLI): the summary, the root, one line per entry."""
+    lines = [f"{'└' if i == len(files) - 1 else '├'}───{name}" for i, name in enumerate(files)]
+    return "\n".join([f"{summary}\n\n{root}", *lines])
 
 
 PROMPT = claude_code_prompt(random.Random(7))
@@ -267,6 +274,56 @@ def test_gemini_cli_session_context_is_pinned_and_the_users_part_is_kept():
     assert pinned[1][1] == outputs[1][1]
 
 
+def test_a_file_added_between_prompts_changes_the_folder_tree_which_is_pinned_and_noted():
+    """Qwen Code and Gemini CLI rebuild their context on a continue or resume, with the folder tree of
+    now: the tree keeps its first value (everything after it stays cached), the new tree goes to the
+    tail as a note, the file's name with it; the date the same way; nothing else moves."""
+    before = folder_tree("/home/alice/src/web/", "app.py", "README.md")
+    after = folder_tree("/home/alice/src/web/", "app.py", "notes.md", "README.md")
+    days = [("Thursday, December 3, 2026", before), ("Thursday, December 3, 2026", after),
+            ("Friday, December 4, 2026", after)]
+    for context, head, ack, parts in ((qwen_context, QWEN_HEAD, True, False),
+                                      (gemini_context, GEMINI_HEAD, False, True)):
+        requests, outputs = chat_session(lambda day: context(day[0], tree=day[1]), days, head, ack=ack, parts=parts)
+        first = outputs[0][1]
+        assert all(out[1] == first for out in outputs) and before in text_of(first)
+        tree_note = context_note("workspace-tree", after)
+        assert with_note(outputs[1], tree_note) == len(requests[1]["messages"]) - 1  # the new file, at once
+        assert "notes.md" in text_of(outputs[1][-1])
+        assert with_note(outputs[2], tree_note) == with_note(outputs[1], tree_note)  # kept where it was placed
+        assert with_note(outputs[2], "Friday, December 4, 2026")
+        for earlier, later in zip(outputs, outputs[1:]):
+            assert later[: len(earlier)] == earlier  # each request extends the one before it
+
+
+def test_gemini_cli_memory_after_the_tree_is_no_part_of_it():
+    """Gemini CLI writes its session memory after the tree: a new memory is not the tree's value."""
+    tree = folder_tree("/home/alice/src/web/", "README.md")
+    one = gemini_context("Thursday, December 3, 2026", tree=tree, memory="- remember: tabs")
+    match = re.compile(VOLATILE_PRESETS["workspace-tree"]).search(one)
+    assert match.group("value") == tree
+    several = tree + "\n" + folder_tree("/home/alice/src/lib/", "lib.py")  # two workspace directories
+    assert re.compile(VOLATILE_PRESETS["workspace-tree"]).search(gemini_context("d", tree=several)).group("value") == several
+
+
+def test_a_tree_the_user_typed_is_never_touched():
+    """A folder tree in the user's own text (after the agent's blocks, or with no block before it) is
+    the user's: never pinned, whatever it shows on the next prompt."""
+    typed = [f"- **Directory Structure:**\n\n{folder_tree('/srv/app/', name)}\nWhy is this tree wrong?"
+             for name in ("a.py", "b.py")]
+    for blocks in (True, False):
+        st_ = Stabilizer(Settings(path_check="absolute"))
+        history: list[dict] = []
+        for turn, text in enumerate(typed):
+            parts = [{"type": "text", "text": gemini_context("Thursday, December 3, 2026")}] if blocks else []
+            user = {"role": "user", "content": [*parts, {"type": "text", "text": text}]}
+            data = {"model": "m", "litellm_session_id": f"typed-tree-{blocks}",
+                    "messages": [{"role": "system", "content": GEMINI_HEAD}, user, *history]}
+            out = st_.stabilize_sync(copy.deepcopy(data), "acompletion", target=VLLM)["messages"]
+            assert out == data["messages"], (blocks, turn)  # as sent, no note
+            history = [{"role": "assistant", "content": "ok"}, {"role": "user", "content": f"next {turn}"}]
+
+
 def test_responses_input_items():
     st_ = Stabilizer(Settings(path_check="absolute", first_user_context=blocks_setting(QWEN_BLOCK)))
     outs = []
@@ -310,7 +367,8 @@ QWEN24_HEADERS = {"user-agent": "QwenCode/0.24.4 (linux; x64)"}
 FIRST_PROMPT = {"type": "text", "text": "Fix the failing test in tests/test_cart.py"}
 
 
-def qwen24_processes(days: list[str], first: dict = FIRST_PROMPT, *, drop: int | None = None, session: str | None = None):
+def qwen24_processes(days: list[str], first: dict = FIRST_PROMPT, *, drop: int | None = None, session: str | None = None,
+                     trees: list[str] | None = None):
     """Requests of one Qwen Code 0.24 session, process by process (``--continue``): each process
     rebuilds the prelude for its day and replays the history; the first query of each process
     carries a date reminder, which the replay leaves out. ``drop``: a prelude part the replay
@@ -318,7 +376,7 @@ def qwen24_processes(days: list[str], first: dict = FIRST_PROMPT, *, drop: int |
     history: list[dict] = []
     requests = []
     for process, day in enumerate(days):
-        prelude = qwen24_prelude(day)
+        prelude = qwen24_prelude(day, *([trees[process]] if trees else []))
         if process == 0:
             history.append({"role": "user", "content": [*prelude, qwen24_date(day), first]})
         else:
@@ -367,6 +425,23 @@ def test_qwen_code_0_24_continue_gets_its_first_message_as_first_sent():
     assert st_.stats["drift"] == 0
     # The later queries' own date reminders pass as sent.
     assert outputs[2][-1]["content"][0] == qwen24_date(days[1])
+
+
+def test_qwen_code_0_24_continue_after_a_file_was_added_keeps_the_first_tree_and_notes_the_new_one():
+    """0.24.4 rebuilds its prelude on ``--continue``, the folder tree of now in it (seen in the real
+    CLI's runs): a file added between two prompts changed the first message, and everything after
+    it was prefilled again. The first tree is pinned; the new one reaches the model as a note."""
+    days = ["Thursday, December 3, 2026"] * 2
+    trees = ["/home/alice/src/web/\n├───app.py\n└───README.md", "/home/alice/src/web/\n├───app.py\n├───notes.md\n└───README.md"]
+    requests = qwen24_processes(days, trees=trees)
+    assert requests[2]["messages"][1] != requests[0]["messages"][1]
+    st_, outputs = run_qwen24(requests)
+    assert all(out[1] == requests[0]["messages"][1] for out in outputs)
+    for earlier, later in zip(outputs, outputs[1:]):
+        assert later[: len(earlier)] == earlier
+    note = context_note("workspace-tree", "Showing up to 20 items:\n\n" + trees[1])
+    assert with_note(outputs[2], note) == len(requests[2]["messages"]) - 1
+    assert st_.stats["drift"] == 0
 
 
 def test_qwen_code_0_24_every_replayed_query_gets_its_date_reminder_back_and_notes_keep_their_place():
