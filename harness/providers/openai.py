@@ -231,16 +231,17 @@ def prepare_chat(body: dict, headers: dict[str, str]) -> Exchange:
     explicit = isinstance(rules, ExplicitBreakpointRules)
     parts = chat_parts(body, explicit)
     view = {k: body[k] for k in ("model", "messages", "tools") if k in body}
-    return exchange(model, rules, headers, body, parts, view)
+    return exchange(model, rules, headers, body, parts, view, "chat")
 
 
-def exchange(model: str, rules, headers: dict[str, str], body: dict, parts: list[Part], view: dict) -> Exchange:
+def exchange(model: str, rules, headers: dict[str, str], body: dict, parts: list[Part], view: dict,
+             api: str) -> Exchange:
     key = body.get("prompt_cache_key")
     key = key if isinstance(key, str) else None
     explicit = isinstance(rules, ExplicitBreakpointRules)
     scope = f"openai|{model}|{caller_key(headers)}" + (f"|key={key or ''}" if explicit else "")
     return Exchange("openai", model, rules, scope, prompt_of(parts), view, bool(body.get("stream")),
-                    routing_key=key, pooled=True)
+                    routing_key=key, pooled=True, extra={"api": api})
 
 
 def chat_usage(charge: Charge, output_tokens: int) -> dict:
@@ -366,7 +367,7 @@ def prepare_responses(body: dict, headers: dict[str, str]) -> Exchange:
     model = str(body.get("model") or "")
     rules = rules_for(model, body)
     parts = responses_parts(body, isinstance(rules, ExplicitBreakpointRules))
-    return exchange(model, rules, headers, body, parts, responses_view(body))
+    return exchange(model, rules, headers, body, parts, responses_view(body), "responses")
 
 
 def responses_usage(charge: Charge, output_tokens: int) -> dict:

@@ -199,7 +199,7 @@ def answer(exchange: Exchange, body: dict, reply: dict, charge: Charge) -> tuple
                                                            exchange.extra.get("sse", False))), usage
         return Outcome(200, gemini.response_of(model, parts, usage)), usage
     output_tokens = openai.output_tokens_of(reply)
-    if "input" in body and "messages" not in body:
+    if exchange.extra.get("api") == "responses":
         usage = openai.responses_usage(charge, output_tokens)
         response = openai.response_of(body, openai.output_items(reply), usage)
         return (Outcome(200, stream=openai.response_events(response)) if exchange.stream else Outcome(200, response)), usage
@@ -325,7 +325,8 @@ def hosted_deployments(url: str) -> dict[str, dict]:
     (``integrations/anthropic_cache_control_hook.py`` ``targets_openai_prompt_cache_breakpoint``,
     ``llms/openai/chat/gpt_transformation.py`` ``_messages_and_tools_in_cache_mark_dialect``).
     ``hosted-openai-responses`` is ``openai/responses/gpt-5.6``: chat requests go through LiteLLM's
-    Responses bridge to ``/v1/responses``."""
+    Responses bridge to ``/v1/responses``. Every deployment sets ``drop_params``, as an operator
+    would: pi sends OpenAI's ``store``, which LiteLLM refuses for Anthropic otherwise."""
     openai_options = {"prompt_cache_options": {"mode": "implicit"}}
     return {
         "hosted-anthropic": {"model": "anthropic/claude-sonnet-4-5", "api_base": url},
@@ -344,7 +345,7 @@ def hosted_groups(url: str) -> list[dict]:
     overrides = {"pathCheck": Settings.model_fields["path_check"].default}
     groups = []
     for name, params in hosted_deployments(url).items():
-        params = {**params, "api_key": EMULATOR_KEY}
+        params = {**params, "api_key": EMULATOR_KEY, "drop_params": True}
         groups.append({"model_name": name, "litellm_params": dict(params), "model_info": {"litellm_prefix": overrides}})
         groups.append({"model_name": f"{name}-off", "litellm_params": dict(params),
                        "model_info": {"litellm_prefix": {"enabled": False}}})
