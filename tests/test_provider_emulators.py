@@ -388,6 +388,16 @@ def test_gpt_5_6_matches_among_the_newest_80_breakpoints_only():
     assert rules.charge(first, store, "m", 2).read == 0
 
 
+def test_openai_caches_instructions_before_tools_as_harmony_renders_them():
+    emulator = Emulator()
+    body = _chat_56("q", mark_stable=True, tools=openai_tools(["bash", "read"]))
+    first = _usage(emulator, body)
+    changed = _usage(emulator, {**body, "tools": openai_tools(["bash", "grep"])})
+    assert 1500 <= changed["cached_tokens"] < first["cache_write_tokens"]  # the system prompt, not the tools
+    labels = [b.label for b in prompt_of(openai.chat_parts(body, True)).blocks]
+    assert labels == ["messages[0].content[0]", "tools[0]", "tools[1]", "messages[1].content[0]"]
+
+
 def test_gpt_5_6_a_breakpoint_under_1024_tokens_writes_nothing():
     assert ExplicitBreakpointRules().charge(blocks(1000, marks={0: 1800}), Store(), "m", 0) == (0, {}, 1000)
 

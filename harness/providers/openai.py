@@ -31,9 +31,12 @@ naming its path (``messages[3].content[0].cache_control``). Usage: ``prompt_toke
 ``prompt_tokens_details: {cached_tokens, cache_write_tokens}`` (chat); ``input_tokens``,
 ``input_tokens_details: {cached_tokens, cache_write_tokens}`` (Responses).
 
-Cache order (our choice: OpenAI does not publish its rendering; its harmony format puts the tool
-definitions ahead of the conversation): tools, then (Responses) ``instructions``, then the messages
-or input items; each content part, each tool call and each tool output is one block.
+Cache order: as OpenAI's harmony format renders a conversation (its published format for its open
+models, https://cookbook.openai.com/articles/openai-harmony; the hosted models' own rendering is not
+published: our assumption that it is the same): the instructions (``instructions`` and the leading
+system/developer messages), then the tool definitions, then the rest of the conversation; each
+content part, each tool call and each tool output is one block. The routing head (the first 1,024
+bytes) is therefore the start of the instructions.
 
 Wire: chat replies reuse the scripted model's ``chat_response``/``chat_stream`` shapes. Responses:
 ``instructions`` and ``input`` items (``message`` with ``input_text``/``output_text`` parts,
@@ -199,12 +202,27 @@ def parts_of_content(content: Any) -> list:
     return list(content) if isinstance(content, list) else []
 
 
-def chat_parts(body: dict, explicit_rules: bool) -> list[Part]:
+def instructions_count(roles: list) -> int:
+    """How many leading messages are instructions (system or developer): harmony renders them ahead
+    of the tools."""
+    return next((n for n, role in enumerate(roles) if role not in ("system", "developer")), len(roles))
+
+
+def tool_parts(body: dict, explicit_rules: bool) -> list[Part]:
     tools = body.get("tools") or []
     refuse_tool_marks(tools, explicit_rules)
-    parts = [Part(f"tools[{n}]", {"tool": tool}) for n, tool in enumerate(tools)]
+    return [Part(f"tools[{n}]", {"tool": tool}) for n, tool in enumerate(tools)]
+
+
+def chat_parts(body: dict, explicit_rules: bool) -> list[Part]:
+    messages = body.get("messages") or []
+    tools = tool_parts(body, explicit_rules)
+    lead = instructions_count([m.get("role") for m in messages])
+    parts: list[Part] = []
     last_input: int | None = None
-    for i, message in enumerate(body.get("messages") or []):
+    for i, message in enumerate(messages):
+        if i == lead:
+            parts += tools
         role = message.get("role")
         content = parts_of_content(message.get("content"))
         extra = {"tool_call_id": message["tool_call_id"]} if message.get("tool_call_id") else {}
@@ -219,6 +237,8 @@ def chat_parts(body: dict, explicit_rules: bool) -> list[Part]:
             parts.append(Part(f"messages[{i}]", {"role": role, **extra, "part": None}))
         if role in ("user", "tool"):
             last_input = len(parts) - 1
+    if lead == len(messages):
+        parts += tools
     return with_implicit_breakpoint(parts, last_input, body) if explicit_rules else parts
 
 
@@ -263,16 +283,19 @@ def _text_part(role: str | None, text: str) -> dict:
 
 
 def responses_parts(body: dict, explicit_rules: bool) -> list[Part]:
-    tools = body.get("tools") or []
-    refuse_tool_marks(tools, explicit_rules)
-    parts = [Part(f"tools[{n}]", {"tool": tool}) for n, tool in enumerate(tools)]
+    tools = tool_parts(body, explicit_rules)
+    parts: list[Part] = []
     if body.get("instructions"):
         block = {"role": "system", "part": _text_part("system", body["instructions"])}
         parts.append(Part("instructions", block))
     items = body.get("input")
     items = [{"type": "message", "role": "user", "content": items}] if isinstance(items, str) else items or []
+    lead = instructions_count([item.get("role") if isinstance(item, dict) and _item_type(item) == "message" else None
+                               for item in items])
     last_input: int | None = None
     for i, item in enumerate(items):
+        if i == lead:
+            parts += tools
         if not isinstance(item, dict):
             continue
         kind = _item_type(item)
@@ -305,6 +328,8 @@ def responses_parts(body: dict, explicit_rules: bool) -> list[Part]:
                 raise reject(f"'input[{i}].{marked}' is not supported on {kind} items: cache breakpoints may be set on "
                              "system, developer, user and tool-result content only.", f"input[{i}].{marked}")
             parts.append(Part(f"input[{i}]", {k: v for k, v in item.items() if k not in ("id", "status")}))
+    if lead == len(items):
+        parts += tools
     return with_implicit_breakpoint(parts, last_input, body) if explicit_rules else parts
 
 
