@@ -76,8 +76,7 @@ def reject(message: str) -> Rejected:
 
 def ttl_of(mark: Any, where: str) -> int:
     if not isinstance(mark, dict) or mark.get("type") != "ephemeral":
-        raise reject(f"{where}.cache_control: Input tag '{(mark or {}).get('type') if isinstance(mark, dict) else mark}' "
-                     "found using 'type' does not match any of the expected tags: 'ephemeral'")
+        raise reject(f"{where}.cache_control.type: Input should be 'ephemeral'")
     ttl = mark.get("ttl", "5m")
     if ttl not in TTL_SECONDS:
         raise reject(f"{where}.cache_control.ttl: Input should be '5m' or '1h'")
