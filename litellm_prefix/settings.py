@@ -44,7 +44,8 @@ logger = logging.getLogger("litellm_prefix")
 PROJECT_FILE = Path(".litellm-prefix") / "litellm-prefix.json"
 # The names of VOLATILE_PRESETS (profile_data.py), as settings accept them (tests/test_settings.py
 # checks the two agree).
-PresetName = Literal["current-date", "todays-date", "git-status", "git-snapshot", "reminder-date", "context-date"]
+PresetName = Literal["current-date", "todays-date", "git-status", "git-snapshot", "reminder-date", "context-date",
+                     "workspace-tree"]
 
 
 class SettingsError(ValueError):
