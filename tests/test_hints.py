@@ -359,3 +359,15 @@ def test_core_adds_hints_only_when_asked_and_the_key_follows_the_session():
     other = core.stabilize_sync({**copy.deepcopy(first), "metadata": {"user_api_key_hash": "tenant-2"}},
                                 "acompletion", target=OPENAI, hints=True)
     assert a1["prompt_cache_key"] == a2["prompt_cache_key"] != other["prompt_cache_key"]
+
+
+def test_a_deployment_litellm_treats_as_openais_breakpoint_dialect_gets_the_session_key():
+    """An ``openai/`` deployment whose api_base is not OpenAI's host but that LiteLLM speaks OpenAI's
+    breakpoint dialect to (``prompt_cache_options`` set) is OpenAI's API behind a gateway of its own:
+    it routes by prompt_cache_key too, so each session keeps to its cache machine."""
+    elsewhere = Target(model="gpt-5.6", provider="openai", api_base="http://egress.internal/v1",
+                       accepts_prompt_cache_key=True)
+    assert "prompt_cache_key" not in hinted(_chat_turn(), "chat", ctx(elsewhere))
+    dialect = Target(model="gpt-5.6", provider="openai", api_base="http://egress.internal/v1",
+                     accepts_prompt_cache_key=True, reads_prompt_cache_breakpoint=True)
+    assert hinted(_chat_turn(), "chat", ctx(dialect))["prompt_cache_key"] == prompt_cache_key_for("k" * 32)

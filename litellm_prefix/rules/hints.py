@@ -89,8 +89,8 @@ def target_uses_prompt_cache_key(target: Target) -> bool:
     deployment asked for it)."""
     if not target.accepts_prompt_cache_key:
         return False
-    if target.wants_prompt_cache_key:
-        return True
+    if target.wants_prompt_cache_key or target.reads_prompt_cache_breakpoint:
+        return True  # (LiteLLM itself treats a deployment that reads OpenAI's breakpoints as OpenAI's API)
     return target.provider in PROMPT_CACHE_KEY_PROVIDERS and (
         target.provider != "openai" or openai_own_api(target.api_base))
 
