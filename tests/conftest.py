@@ -138,13 +138,26 @@ def scripted_model(e2e_dir):
 
 
 @pytest.fixture(scope="session")
-def replicas(e2e_dir, upstream, redis_server, llama_port, scripted_model):
+def providers(e2e_dir):
+    """The provider emulators (harness/providers): Anthropic, OpenAI and Gemini with their published
+    prompt-cache rules; the session proxies serve them as the ``hosted-*`` groups (test_e2e_providers.py)."""
+    from harness.providers.server import ProviderEmulator
+
+    emulator = ProviderEmulator(e2e_dir / "providers")
+    yield emulator
+    emulator.stop()
+
+
+@pytest.fixture(scope="session")
+def replicas(e2e_dir, upstream, redis_server, llama_port, scripted_model, providers):
     """Two real LiteLLM proxy processes with the plugin, sharing one Redis: started once, in parallel."""
     from harness.procs import Proxy, proxy_config
+    from harness.providers.server import hosted_groups, mode_groups
     from harness.real_agents.harness import proxy_groups
 
     config = proxy_config(upstream, llama_port)
     config["model_list"] += proxy_groups(scripted_model.url)  # per-model defaults restored there
+    config["model_list"] += hosted_groups(providers.url) + mode_groups(providers.url)  # (bench/hosted.py's too)
     started = []
     for name in ("proxy-a", "proxy-b"):
         log = e2e_dir / f"{name}.jsonl"

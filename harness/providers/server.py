@@ -352,5 +352,46 @@ def hosted_groups(url: str) -> list[dict]:
     return groups
 
 
+# -- the ways a gateway can run in front of them (bench/hosted.py) -----------------------------
+
+# provider -> the hosted deployment it is served by
+PROVIDER_DEPLOYMENTS = {"anthropic": "hosted-anthropic", "openai": "hosted-openai", "gemini": "hosted-gemini"}
+INJECT = {"cache_control_injection_points": [{"location": "message", "role": "system"},
+                                             {"location": "message", "index": -1}]}
+# mode -> provider -> the LiteLLM params the mode adds (a provider missing: the mode does not apply there).
+# plain: LiteLLM as it is; litellm-inject: its cache_control_injection_points (the last system message
+# and the newest message, LiteLLM's documented pattern; to GPT-5.6 it writes prompt_cache_breakpoint);
+# litellm-auto: Anthropic's automatic caching, a top-level cache_control LiteLLM passes on; plugin: the
+# plugin with nothing else configured.
+MODE_OPTIONS: dict[str, dict[str, dict]] = {
+    "plain": {"anthropic": {}, "openai": {}, "gemini": {}},
+    "litellm-inject": {"anthropic": INJECT, "openai": INJECT},
+    "litellm-auto": {"anthropic": {"cache_control": {"type": "ephemeral"}}},
+    "plugin": {"anthropic": {}, "openai": {}, "gemini": {}},
+}
+
+
+def mode_group(provider: str, mode: str) -> str:
+    return f"bench-{provider}-{mode}"
+
+
+def mode_groups(url: str) -> list[dict]:
+    """A group per (provider, mode), each with an API key of its own (the emulators scope their
+    caches by key: no mode reads another's entries); the plugin on only in ``plugin``, with its
+    default ``pathCheck`` (the agents run on the gateway's own disk)."""
+    from litellm_prefix.settings import Settings
+
+    deployments = hosted_deployments(url)
+    out = []
+    for mode, per_provider in MODE_OPTIONS.items():
+        for provider, extra in per_provider.items():
+            params = {**deployments[PROVIDER_DEPLOYMENTS[provider]], **extra, "api_key": f"bench-key-{mode}",
+                      "drop_params": True}
+            ours = {"pathCheck": Settings.model_fields["path_check"].default} if mode == "plugin" else {"enabled": False}
+            out.append({"model_name": mode_group(provider, mode), "litellm_params": params,
+                        "model_info": {"litellm_prefix": ours}})
+    return out
+
+
 if __name__ == "__main__":
     main()
