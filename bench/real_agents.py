@@ -8,7 +8,7 @@ group with the plugin and once through the same deployment with it switched off
 sharing a redis-server store (``LITELLM_PREFIX_STORE``) behind ``harness.balancer``, which sends
 each request to the next one.
 
-    .venv/bin/python -m bench.real_agents [names...] [--parallel N] [--replicas N]   # bench/results/real_agents.json
+    .venv/bin/python -m bench.real_agents [names...] [--parallel N] [--replicas N] [--scenarios a,g]   # bench/results/real_agents.json
 
 Columns: re-processed tokens over the append-only bound without / with the plugin (target
 <= 1.02 on a, continuation and resume, and c, a reinstall), tool calls that failed with the
@@ -31,8 +31,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 from harness.real_agents import harness  # noqa: E402
 
-SCENARIOS = {"a": "continuation+resume", "b": "second session", "c": "reinstall", "d": "subagent", "e": "compaction",
-             "f": "edited rules"}
+SCENARIOS = {"a": "continuation+resume", "b": "second session", "c": "reinstall", "d": "two subagent runs",
+             "e": "compaction", "f": "edited rules", "g": "same prompt next day", "h": "subagents, no header"}
 
 
 class Fleet:
@@ -113,6 +113,8 @@ def table(rows: list[dict]) -> list[dict]:
             "tool_errors_caused": len(caused), "tool_errors_detail": caused,
             "lost": len((on or {}).get("lost", [])), "merged": len((on or {}).get("merged", [])),
             "inherited_note": bool(on and on["inherited_note"]),
+            "inherited": (on or {}).get("inherited", []), "shared_streams": (on or {}).get("shared_streams", []),
+            "shared_streams_without": (off or {}).get("shared_streams", []),
             "detected": ",".join(sorted((on or {}).get("detected", {}))) or "-",
             "heads_with": on and on["heads"], "heads_without": off and off["heads"],
             "genuine_with": (on or {}).get("genuine") or None, "genuine_without": (off or {}).get("genuine") or None,
@@ -172,6 +174,10 @@ def show(lines: list[dict]) -> None:
             print(f"  {x['agent']} edited rules: the plugin hid what the client sent ({what})")
         for what in x["spec_differs"]:
             print(f"  {x['agent']} edited rules: {what}: update harness/real_agents/specs_*.py")
+        for what in x["inherited"]:
+            print(f"  {x['agent']} {x['scenario']}: a new session shows another's pins or notes ({what})")
+        if x["shared_streams"]:
+            print(f"  {x['agent']} {x['scenario']}: streams sharing a session key with the plugin: {x['shared_streams']}")
         for call, text in x["tool_errors_detail"]:
             print(f"  {x['agent']} {x['scenario']}: a tool call failed with the plugin only: {text[:120]!r}")
 
@@ -185,6 +191,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--fail-every", type=int, default=0,
                         help="N > 0: the scripted model answers every Nth chat request HTTP 500 (a fault), "
                              "and the proxy does not retry it: the agent's own client does")
+    parser.add_argument("--scenarios", default="", help="comma-separated scenario letters (default: all)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "real_agents.json"))
     args = parser.parse_args(argv)
     specs = [s for s in harness.SPECS if not args.names or s.name in args.names]
@@ -199,7 +206,8 @@ def main(argv: list[str]) -> int:
         with Fleet(work, config, args.replicas) as fleet:
             started = time.monotonic()
             rows = harness.run_specs(specs, fleet.url, fleet.key, model, fleet.logs, work / "runs", ("off", "plugin"),
-                                     args.parallel, proxy=fleet.proxies)
+                                     args.parallel, proxy=fleet.proxies,
+                                     scenarios=[x for x in args.scenarios.split(",") if x] or None)
             seconds = time.monotonic() - started
             spread = fleet.spread()
     finally:

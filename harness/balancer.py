@@ -3,9 +3,11 @@ fleet of LiteLLM proxies: each request (not each connection) goes to the next ba
 agent's turns land on the replicas in turn, the hardest case for the session journal they
 share. Request and response bodies pass through unchanged (the response streamed chunk by chunk,
 server-sent events included). Every request's backend is one line of the log (``<index> <method>
-<path>``). Run as its own process, stopped by pid::
+<path>``). ``--drop NAME`` removes that request header on the way (one backend: a client whose
+header never reaches the gateway, as behind a proxy that strips it). Run as its own process,
+stopped by pid::
 
-    python -m harness.balancer --port P --backend http://127.0.0.1:A --backend http://127.0.0.1:B
+    python -m harness.balancer --port P --backend http://127.0.0.1:A --backend http://127.0.0.1:B [--drop NAME]
 """
 from __future__ import annotations
 
@@ -28,8 +30,9 @@ HOP = {"connection", "keep-alive", "proxy-connection", "te", "trailer", "transfe
        "content-length"}
 
 
-def serve(port: int, backends: list[str]) -> ThreadingHTTPServer:
+def serve(port: int, backends: list[str], drop: frozenset[str] = frozenset()) -> ThreadingHTTPServer:
     turn = itertools.cycle(range(len(backends)))
+    skipped = HOP | {name.lower() for name in drop}
     lock = threading.Lock()
     targets = [urlsplit(b) for b in backends]
 
@@ -61,7 +64,7 @@ def serve(port: int, backends: list[str]) -> ThreadingHTTPServer:
             print(index, self.command, self.path.split("?")[0], flush=True)
             conn = http.client.HTTPConnection(target.hostname, target.port, timeout=900)
             try:
-                headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP}
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in skipped}
                 conn.request(self.command, self.path, body=body if body or self.command != "GET" else None,
                              headers=headers)
                 response = conn.getresponse()
@@ -95,15 +98,15 @@ def serve(port: int, backends: list[str]) -> ThreadingHTTPServer:
 class Balancer:
     """``python -m harness.balancer`` in its own process group on 127.0.0.1; stopped by pid."""
 
-    def __init__(self, workdir: Path, backends: list[str]) -> None:
+    def __init__(self, workdir: Path, backends: list[str], drop: tuple[str, ...] = (), name: str = "balancer") -> None:
         workdir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.log = workdir / "balancer.log"
+        self.log = workdir / f"{name}.log"
         root = str(Path(__file__).resolve().parent.parent)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "harness.balancer", "--port", str(self.port),
-             *(a for b in backends for a in ("--backend", b))],
+             *(a for b in backends for a in ("--backend", b)), *(a for d in drop for a in ("--drop", d))],
             stdout=self.log.open("w"), stderr=subprocess.STDOUT, start_new_session=True,
             env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))})
         wait_port(self.port, self.proc, 30, self.log, "balancer")
@@ -125,8 +128,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--backend", action="append", required=True)
+    parser.add_argument("--drop", action="append", default=[], help="a request header not passed on")
     args = parser.parse_args()
-    server = serve(args.port, args.backend)
+    server = serve(args.port, args.backend, frozenset(args.drop))
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
     server.serve_forever()
 

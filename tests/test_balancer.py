@@ -42,6 +42,7 @@ def _backend(index: int) -> ThreadingHTTPServer:
             self.send_response(201)
             self.send_header("content-type", "application/octet-stream")
             self.send_header("x-backend", str(index))
+            self.send_header("x-seen", f"{self.headers.get('x-agent-id', '-')} {self.headers.get('x-other', '-')}")
             self.send_header("content-length", str(len(answer)))
             self.end_headers()
             self.wfile.write(answer)
@@ -89,3 +90,18 @@ def test_a_streamed_answer_reaches_the_client_before_the_backend_finishes_it(bal
                     RELEASE.set()  # the backend sends the rest only now
     assert seen == ["data: first", "data: [DONE]"]
     assert RELEASED == [True]  # a balancer that held the answer back until its end would leave the backend waiting
+
+
+def test_a_dropped_header_never_reaches_the_backend_and_the_others_do(tmp_path):
+    """``--drop``: the real-agent suite's subagents without their header (scenario h)."""
+    backend = _backend(0)
+    stripping = Balancer(tmp_path, [f"http://127.0.0.1:{backend.server_address[1]}"], drop=("X-Agent-Id",),
+                         name="stripping")
+    try:
+        with httpx.Client(base_url=stripping.url, timeout=10) as client:
+            answer = client.post("/v1/messages", content=b"{}", headers={"x-agent-id": "a1", "x-other": "kept"})
+        assert answer.status_code == 201 and answer.headers["x-seen"] == "- kept"
+        assert answer.content == b"0:/v1/messages:{}"
+    finally:
+        stripping.stop()
+        backend.shutdown()

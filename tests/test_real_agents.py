@@ -263,8 +263,12 @@ def test_real_agents_through_the_proxy(proxy, scripted_model, e2e_dir):
                 problems.append(f"{where}: profile {spec.profile} not detected on every request: {row['detected']}")
             if row["merged"]:
                 problems.append(f"{where}: its session key is shared with {row['merged']}")
-            if row["inherited_note"]:
-                problems.append(f"{where}: a new session's first request carries another session's note")
+            if row["inherited"]:  # its own first request ran on an empty journal: later ones show the same
+                problems.append(f"{where}: a new session shows another session's pins or notes: {row['inherited']}")
+            if row["shared_streams"]:
+                problems.append(f"{where}: streams share a session key: {row['shared_streams']}")
+            if scenario in ("d", "h") and not all(row["subagent_requests"].values()):
+                problems.append(f"{where}: a subagent run reached no model: {row['subagent_requests']}")
             if row["lost"]:
                 problems.append(f"{where}: lost {row['lost']}")
             if row["tool_errors"]:

@@ -75,6 +75,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from harness.balancer import Balancer
 from harness.procs import free_port, log_records, stop, wait_port
 from harness.real_agents import install
 from harness.real_agents.model import text_of
@@ -97,6 +98,8 @@ ERROR = re.compile(r"ENOENT|No such file or directory|not found|^\s*Error\b(?!: 
                    r"|Invalid (?:argument|parameter|path|input)|not allowed|^\s*\{\s*\"error\"", re.I)
 NOTE = "from the start of this session"
 SESSION = {"e": "a"}  # scenario -> the session it goes on with (the compaction continues session a)
+NEEDS = {"e": "a", "g": "a"}  # scenario -> the scenario that must run before it (g: in a's workspace)
+SUBTASKS = ("subtask one", "subtask two")  # d's and h's two subagent runs, one after each prompt
 TARGET_RATIO = 1.02
 
 
@@ -226,11 +229,16 @@ def make_workspace(path: Path) -> Path:
     return path
 
 
+NEW_FILE = "notes.md"  # the file the user adds to session a's workspace between its first two prompts
+
+
 def change_workspace(path: Path) -> None:
-    """A commit, then a changed file left uncommitted."""
+    """A commit, then a changed file left uncommitted and a new file (an agent that sends the
+    workspace's folder tree sends another one)."""
     (path / "app.py").write_text("def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n")
     _git(path, "commit", "-q", "-am", "add sub")
     (path / "README.md").write_text("# demo\n\nA small project the agents look at.\nNow with sub().\n")
+    (path / NEW_FILE).write_text("# Notes\n\nTo do: mul().\n")
 
 
 RULE = "Project rule: end every answer with the word {}."
@@ -351,22 +359,28 @@ def scenario_prompts(spec: AgentSpec) -> dict[str, list[str]]:
         out["c"] = [prompt(spec, "Check where you run.", "shell pwd; answer checked"),
                     prompt(spec, "Read your documentation again.", "docs; answer read")]
     if "subagent" in spec.features:  # (``wait``: Codex's subagents end when its main agent answers)
-        out["d"] = [prompt(spec, "Delegate a look around.",
-                           f"agent (agent: {spec.name}) subtask @script: shell pwd, answer subdone; wait; answer delegated")]
+        # the same subagent type twice in one session, with another task each time; h: without its header
+        out["d"] = [prompt(spec, "Delegate a look around.", f"agent (agent: {spec.name}) {SUBTASKS[0]} @script: "
+                                                           "shell pwd, answer subdone; wait; answer delegated"),
+                    prompt(spec, "Delegate another look.", f"agent (agent: {spec.name}) {SUBTASKS[1]} @script: "
+                                                          "shell ls, answer subdone; wait; answer delegated again")]
+        if spec.subagent_headers:
+            out["h"] = list(out["d"])
     if "compaction" in spec.features and spec.compact_argv is not None:
         out["e"] = [prompt(spec, "After the compaction.", "answer compacted")]
     out["f"] = [prompt(spec, "Follow the project rules.", "shell ls; answer ruled"),
                 prompt(spec, "I edited the rules; look at the logo.", "read logo.png; answer edited"),
                 prompt(spec, "I removed the codename server.", "answer removed")]
+    out["g"] = [first]  # a new session in a's workspace, a day later: the same prompt gets the same answer
     return out
 
 
 def selected(prompts: dict[str, list[str]], scenarios: Collection[str] | None) -> dict[str, list[str]]:
-    """``prompts`` of the ``scenarios`` asked for (all where None), with the session each goes on
-    with (``SESSION``: e needs a)."""
+    """``prompts`` of the ``scenarios`` asked for (all where None), with the ones they need
+    (``NEEDS``: e goes on with a, g starts in a's workspace)."""
     if scenarios is None:
         return prompts
-    wanted = set(scenarios) | {SESSION[s] for s in scenarios if s in SESSION}
+    wanted = set(scenarios) | {NEEDS[s] for s in scenarios if s in NEEDS}
     return {s: p for s, p in prompts.items() if s in wanted}
 
 
@@ -400,6 +414,9 @@ def run_agent(spec: AgentSpec, env: Env, mode: str, scenarios: Collection[str] |
         runs.append(run_cli(spec, ctx, spec.compact_argv(ctx), run))
         go(ctx, "e", 4, prompts["e"][0], True)
         runs[-1].after_compaction = True
+    if "g" in prompts:  # g: a new session with a's first prompt, in a's workspace and home, a day later
+        ctx = RunContext(home=(root / "home-a"), workspace=root / "ws-a", tz=DAY2, **base)
+        go(ctx, "g", 1, prompts["g"][0], False)
     if "b" in prompts:  # b: the same first prompt, another workspace and home, a day later
         ctx = RunContext(home=(root / "home-b"), workspace=make_workspace(root / "ws-b"), tz=DAY2, **base)
         ctx.home.mkdir(parents=True)
@@ -409,10 +426,19 @@ def run_agent(spec: AgentSpec, env: Env, mode: str, scenarios: Collection[str] |
         ctx.home.mkdir(parents=True)
         go(ctx, "c", 1, prompts["c"][0], False)
         go(replace(ctx, install_root=install.relocated(spec)), "c", 2, prompts["c"][1], True)
-    if "d" in prompts:
-        ctx = RunContext(home=(root / "home-d"), workspace=make_workspace(root / "ws-d"), tz=DAY1, **base)
-        ctx.home.mkdir(parents=True)
-        go(ctx, "d", 1, prompts["d"][0], False)
+    for scenario in ("d", "h"):  # d: two subagent runs of one type; h: the same without the subagent header
+        if scenario not in prompts:
+            continue
+        stripping = Balancer(root, [env.proxy_url], drop=spec.subagent_headers, name="strip") if scenario == "h" else None
+        try:
+            ctx = RunContext(home=(root / f"home-{scenario}"), workspace=make_workspace(root / f"ws-{scenario}"), tz=DAY1,
+                             **{**base, "base_url": stripping.url if stripping else env.proxy_url})
+            ctx.home.mkdir(parents=True)
+            go(ctx, scenario, 1, prompts[scenario][0], False)
+            go(ctx, scenario, 2, prompts[scenario][1], True)
+        finally:
+            if stripping is not None:
+                stripping.stop()
     if "f" in prompts:  # f: the user edits the project's rules, memory, files and skills between two prompts
         ctx = RunContext(home=(root / "home-f"), workspace=make_workspace(root / "ws-f"), tz=DAY1, **base)
         ctx.home.mkdir(parents=True)
@@ -656,8 +682,13 @@ def measure(spec: AgentSpec, mode: str, runs: list[Run], records: list[dict], ow
         main_keys = {calls[r["seq"]]["session"] for r in main if r["seq"] in calls}
         keys[scenario] = main_keys
         detected = Counter(calls[r["seq"]].get("agent") or "none" for r in s_recs if r["seq"] in calls)
-        # a new session's first request (scenario e goes on with session a: notes are its own)
-        inherited = session == scenario and bool(main) and NOTE in json.dumps(main[0]["body"]["messages"])
+        # what a new session shows of another one (e goes on with session a: its notes are a's own)
+        inherited = inherited_from_others([r["body"] for r in main if owner[r["seq"]].prompt == 1]) \
+            if session == scenario else []
+        subagents = {task: [r for r in s_recs if r not in main and _opening(r["body"]).startswith(
+            f"(agent: {spec.name}) {task}")] for task in SUBTASKS} if scenario in ("d", "h") else {}
+        streams = {"main": main_keys, **{task: {calls[r["seq"]]["session"] for r in recs if r["seq"] in calls}
+                                         for task, recs in subagents.items()}}
         over = main if session == scenario else mains.get(session, []) + main  # e: a's heads and its own
         heads = {json.dumps(r["body"]["messages"][0]) for r in over if r["body"]["messages"][0].get("role") in ("system", "developer")}
         rows.append({
@@ -668,11 +699,39 @@ def measure(spec: AgentSpec, mode: str, runs: list[Run], records: list[dict], ow
             "seconds": round(sum(r.end - r.start for r in s_runs), 1), "requests": len(s_recs), "main_requests": len(main), "tokens": tokens, "reprocessed": actual,
             "bound": bound, "ratio": round(actual / bound, 4) if bound else None,
             "tool_errors": errors, "lost": lost, "session_keys": sorted(session_keys),
-            "main_keys": sorted(main_keys), "detected": dict(detected), "inherited_note": inherited,
+            "main_keys": sorted(main_keys), "detected": dict(detected), "inherited_note": bool(inherited),
+            "inherited": inherited, "subagent_requests": {task: len(recs) for task, recs in subagents.items()},
+            "shared_streams": shared_streams(streams),
             "heads": len(heads), "merged": [], "genuine": genuine,
             "head_changes": head_changes([r["body"] for r in over]) if len(heads) > 1 else [],
         })
     return rows
+
+
+def inherited_from_others(bodies: list[dict]) -> list[str]:
+    """What the requests of a new session's first prompt (one process: its own context throughout)
+    show of another session: a note of the plugin, or a head or first user message other than the
+    first request's, which ran on an empty journal (its own values); marks ignored."""
+    from litellm_prefix.journal import unmarked
+
+    def first_user(body: dict) -> Any:
+        return unmarked(next((m for m in body.get("messages") or [] if m.get("role") == "user"), None))
+
+    out = []
+    for index, body in enumerate(bodies):
+        if NOTE in json.dumps(body.get("messages") or []):
+            out.append(f"request {index}: a note of the plugin")
+        if index and unmarked((body.get("messages") or [None])[0]) != unmarked((bodies[0].get("messages") or [None])[0]):
+            out.append(f"request {index}: another head than the session's first request")
+        if index and first_user(body) != first_user(bodies[0]):
+            out.append(f"request {index}: another first user message than the session's first request")
+    return out
+
+
+def shared_streams(streams: dict[str, set]) -> list[str]:
+    """Streams (the main one, each subagent run) whose requests share a session key of the plugin."""
+    names = list(streams)
+    return [f"{a} and {b}" for i, a in enumerate(names) for b in names[i + 1:] if streams[a] & streams[b]]
 
 
 def mark_merged(rows: list[dict]) -> None:

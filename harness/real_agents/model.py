@@ -48,6 +48,7 @@ request it measured. ``prompt_tokens`` is the body's length / 4.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -206,7 +207,7 @@ def finish_args(fn: dict, text: str) -> dict:
     return {"result": {"response": text}}
 
 
-def _answer(messages: list[dict], at: int, tools: dict[str, dict], text: str) -> dict:
+def _answer(messages: list[dict], at: int, tools: dict[str, dict], text: str, seed: str) -> dict:
     """The text answer, or, where the request offers a finishing tool not yet called since the
     prompt, that tool's call with the text."""
     fn = _pick(tools, FINISH_TOOLS)
@@ -214,11 +215,16 @@ def _answer(messages: list[dict], at: int, tools: dict[str, dict], text: str) ->
               if m.get("role") == "assistant" for c in m.get("tool_calls") or []}
     if fn is None or fn["name"].lower() in called:
         return {"text": text}
-    return _call(fn, finish_args(fn, text))
+    return _call(fn, finish_args(fn, text), seed)
 
 
-def _call(fn: dict, args: dict) -> dict:
-    return {"tool_calls": [{"id": f"call_{uuid.uuid4().hex[:24]}", "name": fn["name"], "arguments": json.dumps(args)}]}
+def _call(fn: dict, args: dict, seed: str) -> dict:
+    """One tool call. Its id looks like a model's (24 hex characters) but is a hash of the script and
+    the step (``seed``): the same prompt gets the same answer, ids included, in every session, as a
+    short prompt often does from a hosted model (and always on Gemini's routes, whose calls carry no
+    id): the hardest case for telling sessions apart without an id."""
+    call_id = "call_" + hashlib.sha256(f"{seed}\x00{fn['name']}".encode()).hexdigest()[:24]
+    return {"tool_calls": [{"id": call_id, "name": fn["name"], "arguments": json.dumps(args)}]}
 
 
 def decide(body: dict) -> dict:
@@ -235,11 +241,12 @@ def decide(body: dict) -> dict:
     if _pick(tools, WAIT_TOOLS) is None:
         steps = [step for step in steps if step[0] != "wait"]
     index = sum(1 for m in messages[at + 1:] if m.get("role") == "assistant" and m.get("tool_calls"))
+    seed = f"{json.dumps(steps)}\x00{index}"
     if index >= len(steps):
-        return _answer(messages, at, tools, "done")
+        return _answer(messages, at, tools, "done", seed)
     verb, arg = steps[index]
     if verb == "answer":
-        return _answer(messages, at, tools, arg or "done")
+        return _answer(messages, at, tools, arg or "done", seed)
     if verb == "shell":
         fn, args = _pick(tools, SHELL_TOOLS), None
         if fn:
@@ -271,7 +278,7 @@ def decide(body: dict) -> dict:
         return {"text": f"unknown step {verb}"}
     if fn is None:
         return {"text": f"no tool for step {verb}"}
-    return _call(fn, args)
+    return _call(fn, args, seed)
 
 
 def _usage(prompt_chars: int, seq: int) -> dict:

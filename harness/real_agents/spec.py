@@ -63,6 +63,10 @@ class AgentSpec:
     # (feature "skills"): one, since an agent that reads several lists a skill found in two of them
     # from either, process by process.
     skills_dir: str = ""
+    # Request headers that name a subagent (Claude Code's ``x-claude-code-agent-id``): scenario h runs
+    # the subagents of d with them removed before the proxy, where the plugin must tell each run apart
+    # without them.
+    subagent_headers: tuple[str, ...] = ()
     timeout_s: float = 120.0
     notes: str = ""  # what was learned running it (flags, quirks), for the README table
 

@@ -181,6 +181,7 @@ SPECS = [
         route="messages", profile="claude-code", files=_claude_files, env=_claude_env, argv=_claude_argv,
         features=frozenset({"subagent", "compaction", "skills", "images", "mcp"}), compact_argv=_claude_compact, timeout_s=180.0,
         instructions="./CLAUDE.md", memory=_claude_memory, skills_dir="./.claude/skills",
+        subagent_headers=("x-claude-code-agent-id",),
         notes="ANTHROPIC_BASE_URL + ANTHROPIC_AUTH_TOKEN, every model alias -> the group; -p "
               "--dangerously-skip-permissions (IS_SANDBOX=1 as root), --continue; /compact as the prompt"),
     AgentSpec(
