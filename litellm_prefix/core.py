@@ -29,8 +29,8 @@ from .sections import text_digest
 from .rules.billing import is_billing_block
 from .rules.paths import link_target
 from .journal import Journal, content_hash, unmarked
-from .session import (DERIVED, compaction_answers, continuation_key, continued_summary, first_user_text, identify,
-                      scoped_key, workspace)
+from .session import (DERIVED, answer_turns, compaction_answers, continuation_key, continued_summary, first_user_text,
+                      identify, opening_digest, request_digest, scoped_key, turns_digest, workspace)
 from .settings import Settings
 from .metrics import Stats
 from .sinks import Sinks
@@ -41,6 +41,10 @@ logger = logging.getLogger("litellm_prefix")
 SAVE_ATTEMPTS = 3
 HOT_STREAMS = 256  # streams whose last request the incremental path remembers (caches.Streams)
 FIRST_BUCKET_SECONDS = 600  # a derived session's first journal waits this long (to 2x) for its second request
+# The first-request entry two first requests of one derived key with other heads wrote (``_first_keys``):
+# no second request starts from it.
+AMBIGUOUS = Journal(trace=(0, "ambiguous", ""))
+MAX_FORKS = 64  # look-alike sessions one derived key keeps apart (``Stabilizer._generation``); later ones share the first
 
 # The top-level fields a wire adapter reads a request's view from.
 _VIEW_FIELDS = ("messages", "tools", "system", "input", "instructions")
@@ -203,6 +207,60 @@ def _moved_mark(item: Any, raw: bytes) -> bool:
     return unmarked(item) == unmarked(orjson.loads(raw))
 
 
+def _fork_key(family: str, name: str) -> str:
+    return scoped_key(family, f"fork\x00{name}")
+
+
+def _tracer(turns: tuple[str, ...], view):
+    """``journal`` -> the journal with its trace taken at this request where due: at 1, 2, 4, 8, ...
+    answers (``Journal.trace``); the same object where not."""
+    count = len(turns)
+
+    def advance(journal: Journal) -> Journal:
+        reached = journal.trace[0] if journal.trace is not None else 0
+        if count == 0 or count <= reached or (reached and count < 2 * reached):
+            return journal
+        return journal.replace(trace=(count, turns_digest(turns, count), request_digest(view)))
+    return advance
+
+
+def _same_output(a, b) -> bool:
+    return (a.shape, a.head, a.tools, a.body, a.text_part, a.head_aside, a.head_dropped) == \
+        (b.shape, b.head, b.tools, b.body, b.text_part, b.head_aside, b.head_dropped)
+
+
+def _continued(candidates, view, ctx: Context, turns: tuple[str, ...]):
+    """Of the journals of one derived key (``(key, journal, load, index)``, the first one index 0),
+    the one this request goes on with, or None (``Stabilizer._generation``)."""
+    count = len(turns)
+    empty: list = []
+    digest: list[str] = []
+
+    def unchanged(candidate) -> bool:
+        """This request on that journal is what it is on none: no pin or note of it shows."""
+        _, journal, loaded, _ = candidate
+        if not empty:
+            empty.append(pipeline.run(view, Journal(), ctx).view)
+        run_ctx = ctx.but(texts={**ctx.texts, **loaded.texts}) if loaded.texts else ctx
+        result = pipeline.run(view, journal, run_ctx)
+        return not result.needed and _same_output(result.view, empty[0])
+
+    fitting = []
+    for candidate in candidates:
+        reached, calls, request = candidate[1].trace or (0, "", "")
+        if count < reached or (reached and turns_digest(turns, reached) != calls):
+            continue  # fewer answers than that session had, or other ones
+        if count <= max(reached, 1):  # no further than it got: that request again, or nothing of it shows
+            if not digest:
+                digest.append(request_digest(view))
+            if digest[0] != request and not unchanged(candidate):
+                continue
+        fitting.append(candidate)
+    furthest = max(((c[1].trace or (0,))[0] for c in fitting), default=0)
+    best = [c for c in fitting if (c[1].trace or (0,))[0] == furthest]  # the longest history it carries
+    return best[0] if len(best) == 1 else None  # (two alike: neither's pins; one of its own)
+
+
 def _time_free(journal: Journal) -> bool:
     """The rules read the clock only for learned volatile lines (``rules/volatile``)."""
     return journal.learned is None or not journal.learned.learned
@@ -294,11 +352,21 @@ class Stabilizer:
                 # One identity (session.identify): the journal's key (a subagent or an auxiliary call
                 # is its own stream), the hints' key and the router's never disagree.
                 identity = identify(data, view, profile, api_key_hash, team_id)
+                seeds = self._first_keys(identity, view, profile)
+                preloaded = advance = None
+                if identity.source == DERIVED and not identity.fresh:
+                    # Look-alike sessions of one derived key: which one this request goes on with.
+                    turns = answer_turns(view, profile)
+                    gen_key, preloaded, forked = await self._generation(identity.key, view, ctx, turns)
+                    if forked:
+                        seeds = ()  # a new look-alike session starts from nothing of another's
+                    identity = dataclasses.replace(identity, key=gen_key)
+                    advance = _tracer(turns, view)
                 key, hint_key, affinity_key = identity.key, identity.cache_key, identity.affinity_key
-                seeds = self._first_keys(identity)
                 if profile is not None and profile.compaction_summary and identity.source == DERIVED:
                     seeds = (*self._compaction_links(call_id, identity, view, profile), *seeds)
-                new_view, events = await self._run_with_journal(view, ctx, key, fresh=identity.fresh, seeds=seeds)
+                new_view, events = await self._run_with_journal(view, ctx, key, fresh=identity.fresh, seeds=seeds,
+                                                                preloaded=preloaded, advance=advance)
                 drift = payload(events, Drift)
             updates = adapter.write(data, new_view) if new_view is not view else {}
         except Exception as exc:  # fail open: the gateway never breaks a call
@@ -342,6 +410,8 @@ class Stabilizer:
     def _apply_hints(self, data, shape: str, ctx: Context, key: str) -> list[Event]:
         """Provider cache hints on the stabilized request (rules/hints.py), for the session's
         ``identify(...).cache_key``; fails open on its own."""
+        if not pipeline.hints_apply(ctx):  # a target that reads no hint: nothing to read or write
+            return []
         try:
             updates, events = pipeline.run_hints(data, shape, ctx.but(session_key=key))
         except Exception as exc:
@@ -420,51 +490,116 @@ class Stabilizer:
             logger.error("litellm-prefix: internal error keeping a compacted session (%s)\n%s",
                          type(exc).__name__, "".join(traceback.format_tb(exc.__traceback__)))
 
-    def _first_keys(self, identity) -> tuple[str, ...]:
+    def _first_keys(self, identity, view, profile) -> tuple[str, ...]:
         """Where a derived session's first request leaves its journal for the session's second one
-        (newest first): under the stream's key and a 10-minute time bucket. The first request starts
-        from an empty journal (it may share its derived key with an older session); the second,
-        the first to carry an answer and so its own key, starts from what its first request decided
-        (its pins, the lines to learn) when it finds no journal of its own and comes within 10 to 20
-        minutes. A one-off resumed days later starts empty: no older session's decisions leak in."""
+        (newest first): under the stream's key, the first request's messages up to its typed prompt
+        (``session.opening_digest``: the agent's context with its date and folder tree, for the agents
+        that put them there) and a 10-minute time bucket. The first request starts from an empty
+        journal (it may share its derived key with an older session); the second, the first to carry
+        an answer and so its own key, starts from what its first request decided (its pins, the lines
+        to learn) when it finds no journal of its own and comes within 10 to 20 minutes. A one-off
+        resumed days later starts empty: no older session's decisions leak in; nor do those of a
+        look-alike session started meanwhile with another context. The head is part of the key too
+        (the agents that put a date there: pi, aider), and a second entry without it serves the second
+        request whose head moved since the first (a date at midnight), unless two first requests of
+        other heads left theirs there (``AMBIGUOUS``: then it starts empty)."""
         if identity.source != DERIVED:
             return ()
         bucket = int(self.clock() // FIRST_BUCKET_SECONDS)
-        return tuple(scoped_key(identity.cache_key, f"first\x00{b}") for b in (bucket, bucket - 1))
+        opening = opening_digest(view, profile)
+        head = content_hash(list(view.head))
+        exact = tuple(scoped_key(identity.cache_key, f"first\x00{b}\x00{opening}\x00{head}") for b in (bucket, bucket - 1))
+        loose = tuple(scoped_key(identity.cache_key, f"first\x00{b}\x00{opening}") for b in (bucket, bucket - 1))
+        return (*exact, *loose)
+
+    async def _generation(self, family: str, view, ctx: Context, turns: tuple[str, ...]):
+        """(journal key, its load or None, whether it is a new look-alike session) for a derived
+        session's request that carries an answer (session.py, "look-alike sessions").
+
+        ``family`` (the derived key) holds the first session's journal and the names of the later
+        ones (``Journal.forks``), each under a key of its own. A request goes on with the journal
+        whose recorded answers (``Journal.trace``) it carries, the same calls, and no fewer; where
+        it is no further than the journal got (a session's second request, a short first answer),
+        only where it is the very request that got there again, or where that journal changes
+        nothing in it. Of several, the furthest (the longest recorded history this request
+        carries); where two are alike that far, or none fits, a new session of its own (its pins
+        its own values), recorded in the first journal's ``forks``: a new session never
+        inherits another's pins or notes, whatever it costs in prefill. The first journal costs the
+        load the request makes anyway; each later one a load more."""
+        ctx = ctx.but(now=self.clock())
+        for _ in range(SAVE_ATTEMPTS):
+            loaded = await self.store.load(family)
+            if loaded.journal is None:
+                return family, loaded, False
+            first = _decoded(loaded.journal)
+            candidates = [(family, first, loaded, 0)]
+            for index, name in enumerate(first.forks, 1):
+                fork = _fork_key(family, name)
+                there = await self.store.load(fork)
+                candidates.append((fork, _decoded(there.journal) if there.journal else Journal(), there, index))
+            chosen = _continued(candidates, view, ctx, turns)
+            if chosen is not None:
+                return chosen[0], chosen[2], False
+            if len(first.forks) >= MAX_FORKS:
+                self.stats["forks_full"] += 1
+                return family, loaded, False
+            name = str(len(first.forks) + 1)
+            updated = first.replace(forks=(*first.forks, name))
+            encoded = updated.encoded()
+            saved = await self.store.save(family, loaded, encoded, journal_text_refs(updated), {})
+            if saved is False:
+                continue  # the first journal changed meanwhile: decide again on what it holds now
+            if saved:
+                _remember_decoded(encoded, updated)
+            self.stats["sessions_forked"] += 1
+            return _fork_key(family, name), None, True
+        return family, None, False
 
     async def _run_with_journal(self, view, ctx: Context, key: str, fresh: bool = False,
-                                seeds: tuple[str, ...] = ()):
+                                seeds: tuple[str, ...] = (), preloaded=None, advance=None):
         """Load, run, compare-and-set; on a conflict reload and run again (bounded).
 
         The load brings the texts the journal refers to, so the rules run once and the
         shared store costs two round trips at most (load; a save only when a decision changed). The save goes to
         the store that answered the load, never to the other one. ``fresh``: the first request of
-        a derived session (session.py) runs on an empty journal, neither loaded nor saved."""
+        a derived session (session.py) runs on an empty journal, neither loaded nor saved.
+        ``preloaded``: the first attempt's load, already made (``_generation``); ``advance``: the
+        journal as this request leaves it besides the rules' decisions (a derived session's trace)."""
         ctx = ctx.but(now=self.clock())  # the time history-dependent rules see
         if fresh:  # run on an empty journal; kept for the session's second request only (seeds[0])
             result = pipeline.run(view, Journal(), ctx)
             new_view, new_journal, events = result
             if seeds and new_journal != Journal():
                 texts = result.texts
+                exact, loose = seeds[0], seeds[len(seeds) // 2]
                 for _ in range(SAVE_ATTEMPTS):
-                    loaded = await self.store.load(seeds[0])
-                    if await self.store.save(seeds[0], loaded, new_journal.encoded(),
+                    loaded = await self.store.load(exact)
+                    if await self.store.save(exact, loaded, new_journal.encoded(),
                                              journal_text_refs(new_journal), texts) is not False:
+                        break
+                for _ in range(SAVE_ATTEMPTS):  # the entry without the head: one first request's, or none
+                    loaded = await self.store.load(loose)
+                    if loaded.journal is not None and _decoded(loaded.journal) in (new_journal, AMBIGUOUS):
+                        break
+                    kept = new_journal if loaded.journal is None else AMBIGUOUS
+                    if await self.store.save(loose, loaded, kept.encoded(), journal_text_refs(kept),
+                                             texts if kept is new_journal else {}) is not False:
                         break
             return new_view, events
         for attempt in range(SAVE_ATTEMPTS):
-            loaded = await self.store.load(key)
+            loaded = preloaded if preloaded is not None and attempt == 0 else await self.store.load(key)
             journal = _decoded(loaded.journal) if loaded.journal else Journal()
             seeded = False
             if loaded.journal is None and loaded.version == 0:
                 for seed in seeds:  # the second request of a derived session: its first one's decisions
                     first = await self.store.load(seed)
-                    if first.journal:
+                    if first.journal and _decoded(first.journal) != AMBIGUOUS:
                         journal, seeded = _decoded(first.journal), True
                         loaded = dataclasses.replace(loaded, texts={**first.texts, **loaded.texts})
                         break
             run_ctx = ctx.but(texts={**ctx.texts, **loaded.texts}) if loaded.texts else ctx
-            probe = self._probe(key, view, run_ctx, loaded) if self.incremental and not seeded else None
+            due = advance is not None and advance(journal) is not journal  # (then the journal is saved)
+            probe = self._probe(key, view, run_ctx, loaded) if self.incremental and not seeded and not due else None
             if probe is not None and probe[0] is not None:
                 # The stream's last request again, or it with messages appended that change no
                 # decision, on the journal it ran on: its output (the run left the journal as it
@@ -485,6 +620,8 @@ class Stabilizer:
                 result = pipeline.run(view, journal, run_ctx)
                 new_view, new_journal, events = result
             texts = result.texts
+            if advance is not None:
+                new_journal = advance(new_journal)
             if new_journal == journal and not seeded:  # (a seeded journal is saved under its own key)
                 if texts:
                     await self.store.put_texts(loaded, texts)
@@ -494,7 +631,8 @@ class Stabilizer:
                 self.stats["journal_reset"] += 1
                 logger.warning("litellm-prefix: session %s journal over maxSessionBytes (%d); re-seeded",
                                key[:16], len(encoded))
-                new_journal = Journal(head=new_journal.head, requests=new_journal.requests)
+                new_journal = Journal(head=new_journal.head, requests=new_journal.requests, trace=new_journal.trace,
+                                      forks=new_journal.forks)
                 encoded = new_journal.encoded()
             saved = await self.store.save(key, loaded, encoded, journal_text_refs(new_journal), texts)
             if saved is not False:  # the next load of this session brings this text back

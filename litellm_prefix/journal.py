@@ -23,6 +23,12 @@ versioned for compare-and-set. What it records:
   by index and content hash. When an anchor is gone (the client compacted or truncated
   its history) the note and the state it carried are re-seeded: compaction rewrites the
   prompt anyway, so that boundary is free.
+- ``trace`` (a derived session's): how far the session got, taken at 1, 2, 4, 8, ... answers:
+  that number of answers, a digest of their tool calls, and the digest of the request that got
+  there (``session.answer_turns``; ``core.Stabilizer._generation`` reads it to tell look-alike
+  sessions of one derived key apart);
+- ``forks`` (the first journal of a derived key only): the later look-alike sessions of that key,
+  each with a journal of its own.
 """
 from __future__ import annotations
 
@@ -166,6 +172,8 @@ class Journal:
     listings: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (listing, its keys' hashes in the session's order)
     # (message index, hash of the message without its transient parts, part position, part text)
     transient: tuple[tuple[int, str, int, str], ...] = ()
+    trace: tuple[int, str, str] | None = None  # (answers, their calls' digest, the request's digest)
+    forks: tuple[str, ...] = ()  # the names of the key's later look-alike sessions (core._generation)
 
     def replace(self, **changes: Any) -> "Journal":
         return dataclasses.replace(self, **changes)
@@ -214,6 +222,10 @@ class Journal:
             out["listings"] = [[name, list(keys)] for name, keys in self.listings]
         if self.transient:
             out["transient"] = [list(t) for t in self.transient]
+        if self.trace is not None:
+            out["trace"] = list(self.trace)
+        if self.forks:
+            out["forks"] = list(self.forks)
         return out
 
     @classmethod
@@ -242,6 +254,8 @@ class Journal:
             roots=tuple((str(a), str(b)) for a, b in raw.get("roots", ())),
             listings=tuple((str(name), tuple(str(k) for k in keys)) for name, keys in raw.get("listings", ())),
             transient=tuple((int(i), str(k), int(p), str(t)) for i, k, p, t in raw.get("transient", ())),
+            trace=(int(raw["trace"][0]), str(raw["trace"][1]), str(raw["trace"][2])) if "trace" in raw else None,
+            forks=tuple(str(f) for f in raw.get("forks", ())),
         )
 
     def encoded(self) -> str:

@@ -38,6 +38,10 @@ class Profile:
     shared_head: tuple[str, ...] = ()
     # Tell subagents apart by the first head segment that is not shared (when no header says so).
     stream_by_head: bool = False
+    # A subagent's request (regexes matched at the start of one of the head's first three segments):
+    # where no header names its stream, its first prompt does too, so two runs of one subagent type
+    # (the same head) are two streams; the main agent's stream stays its head's.
+    subagent_head: tuple[str, ...] = ()
     # Agent ids naming a stream where they differ from the session id (``header:NAME``,
     # ``body:FIELD``): spawned agents under one subagent header (Codex's ``thread-id``).
     stream_sources: tuple[str, ...] = ()
@@ -120,6 +124,9 @@ CLAUDE_CODE = Profile(
         r"You are a Claude agent, built on Anthropic's Claude Agent SDK\.\s*$",
     ),
     stream_by_head=True,
+    # 2.1.332 (explore_cc.md): a subagent's billing block says so, and its prompt opens with its own line.
+    subagent_head=(rf"{re.escape(BILLING_PREFIX)}[^\n]*\bcc_is_subagent=true;",
+                   r"You are an agent for Claude Code, Anthropic's official CLI for Claude"),
     # /compact (2.1.197, explore_cc.md) appends its instructions as text blocks to the LAST user message
     # under the main head and tools: that request is the main stream's (its prefix is the main
     # conversation, pins included). Older versions sent it under a summarizer system prompt of its own.

@@ -36,24 +36,38 @@ logged.
   ``call_<tool name>``, the same in every session) are no identity, and the calls' names and
   arguments with the answer's text are used instead; an answer without calls: its text.
 
-Limit. Two sessions whose first request and first answer are byte-identical in the same
-workspace cannot be told apart without an agent id: from the second request on they share one
-journal, as one session's turns would. An operator who runs
-such sessions (scripted, in parallel) sends ``x-session-id`` (or ``metadata.session_id``) per
-session: it comes before any derived key.
+Look-alike sessions. Two sessions can share all of that: the same first prompt in the same
+workspace, and the same first answer (Gemini's calls carry no id and come back as ``call_<tool
+name>``; a short prompt, "hi", often gets the same text from a hosted model). Their derived key is
+one; the journal under it is the first session's, and each later look-alike session gets a journal
+of its own (``core.Stabilizer._generation``), so a new session never inherits another's pins or
+notes. A journal records how far its session got (``Journal.trace``, at 1, 2, 4, 8, ... answers:
+the number of answers, their calls, the request's digest). A request goes on with the journal whose
+recorded answers it carries (no fewer, the same calls). A request no further than the journal got
+(a session's second request, a resume of a one-answer session) goes on with it only where it is
+that very request again (a retry) or where that journal changes nothing in it (its pinned date,
+folder tree, memory and head are this request's own). So a second session started a day later, or
+after a file was added, or after the first session went on, starts its own journal on its second
+request; and each journal then takes its own session's requests, also while the other goes on.
+Where two sessions are alike in every byte so far (the same day, the same context, the same answers),
+they share one journal until their requests differ: its pins are then each one's own values, so
+nothing it shows either of them is false (a note tells the current value of what was pinned at
+either's start). Where a request fits two journals that would both change it and neither got
+further, it starts one of its own (a cache miss, never a pin of the other session). An operator
+who runs byte-identical sessions in parallel sends ``x-session-id`` (or ``metadata.session_id``)
+per session: it comes before any derived key.
 
 Decision. A request with no answer in its history is the first request of a session (or a
-retry of it): it runs on an empty journal, and nothing is loaded or saved for it, so it can
-never inherit another session's pins or notes (two sessions with the same first prompt, the
-same workspace and the same head are indistinguishable at that point; and from an empty
-journal an identical retry gets identical bytes). Every later request keys on (anchor, first
-answer): a continuation and a resume (its history carries the first answer) find their own
-journal; a second session with the same first prompt has another first answer (or another
-workspace), so another journal. The link between request 1 and request 2 is the
-client's own: request 2 pins the head it carries, which is request 1's head unless the head
-changed in the seconds between them (then only request 1's short prefix is computed again).
-Router affinity and ``prompt_cache_key`` use the anchor (with the stream), which holds from
-the first request on: routing two look-alike sessions together shares a cache, never state.
+retry of it): it runs on an empty journal, and nothing is loaded or saved under its key (which its
+own bytes name), so it can never inherit another session's pins or notes. Every later request
+keys on (anchor, first answer), and on which look-alike session it continues: a continuation and a
+resume (its history carries the first answer) find their own journal; a second session with the
+same first prompt has another first answer, another workspace, or a journal of its own. The link
+between request 1 and request 2 is the client's own: request 2 pins the head it carries, which is
+request 1's head unless the head changed in the seconds between them (then only request 1's short
+prefix is computed again). Router affinity and ``prompt_cache_key`` use the anchor (with the
+stream), which holds from the first request on: routing two look-alike sessions together shares a
+cache, never state.
 
 **Streams.** Inside a session each of these is its own stream with its own head and pins
 (``session_stream``), so none reads as a change of the main head: a subagent (a subagent
@@ -407,9 +421,7 @@ def first_answer(view: View, profile: "Profile | None" = None) -> str | None:
     started = False
     for item in view.body[start:]:
         role = field_of(item, "role")
-        kind = field_of(item, "type")
-        if role in ("user", "system", "developer", "tool") or (role is None and kind in (None, "message")) \
-                or (isinstance(kind, str) and kind.endswith("_output")):
+        if _is_client_item(item):
             if started:  # the answer ends where the client's next item (a result, a prompt) begins
                 break
             continue
@@ -435,6 +447,121 @@ def first_answer(view: View, profile: "Profile | None" = None) -> str | None:
         return "calls:" + content_hash(json.dumps([what, text or ""], sort_keys=True, ensure_ascii=False,
                                                   default=str))
     return "text:" + content_hash(text or "")
+
+
+# -- look-alike sessions: which one a request continues (module doc; core.Stabilizer._generation) -----
+
+
+def _is_client_item(item: Any) -> bool:
+    role = field_of(item, "role")
+    kind = field_of(item, "type")
+    return role in ("user", "system", "developer", "tool") or (role is None and kind in (None, "message")) \
+        or (isinstance(kind, str) and kind.endswith("_output"))
+
+
+def answer_turns(view: View, profile: "Profile | None" = None) -> tuple[str, ...]:
+    """One entry per answer after the first typed prompt (``first_typed``), in order: the answer's tool
+    calls by name and arguments, as sent, then what the client sent after it: each tool result's
+    digest (an identical result repeated at once counted once: Gemini CLI's resume replays each twice)
+    and each prompt's text (its transient parts and typed suffixes taken off: Qwen Code's date
+    reminders, aider's edit-format reminder). Ids and the answer's own text are left out (an agent
+    may replay them otherwise), and so are the agent's own context messages with its fixed replies
+    (aider's chat files). An answer is one assistant message (chat, Anthropic) or the model's items
+    up to the client's next one (Responses)."""
+    typed = first_typed(view, profile)
+    if typed is None:
+        return ()
+    turns: list[str] = []
+    calls: list[str] | None = None  # the open answer's calls, then what the client sent after it
+    after: list[str] = []
+    responses = view.shape == "responses"
+    closed = False  # the open answer is complete (chat, Anthropic: one message); the client's items follow
+    skip_reply = False  # the agent's context message came: its fixed reply is no answer
+
+    def flush() -> None:
+        turns.append("\x01".join(calls) + "\x03" + "\x01".join(after))
+
+    for item in view.body[typed[0] + 1:]:
+        if _is_client_item(item):
+            if profile is not None and profile.context_messages and is_user_message(item) \
+                    and _opens(item, profile.context_messages):
+                skip_reply = True
+                continue
+            if calls is not None:
+                closed = True
+                for entry in _client_entries(item, profile):
+                    if not after or after[-1] != entry:
+                        after.append(entry)
+            continue
+        if skip_reply:
+            skip_reply = False
+            reply = _text_of(item).strip()
+            if profile is not None and any(_re(pattern).fullmatch(reply) for pattern in profile.context_ack):
+                continue
+        if calls is not None and closed:
+            flush()
+            calls, after = None, []
+        if calls is None:
+            calls, closed = [], False
+        calls.extend(_call_text(call) for call in field_of(item, "tool_calls") or ())
+        content = field_of(item, "content")
+        if isinstance(content, (list, tuple)):
+            calls.extend(_call_text(part) for part in content if field_of(part, "type") in ("tool_use", "server_tool_use"))
+        if field_of(item, "role") is None and isinstance(field_of(item, "call_id"), str):
+            calls.append(_call_text(item))
+        if not responses and field_of(item, "role") == "assistant":
+            closed = True
+    if calls is not None:
+        flush()
+    return tuple(turns)
+
+
+def _client_entries(item: Any, profile: "Profile | None") -> list[str]:
+    """What a client item sent after an answer says of its session: the digest of each tool result it
+    carries (a chat ``tool`` message, a Responses ``*_output`` item, an Anthropic user message's
+    ``tool_result`` blocks), and a prompt's text without its transient parts and typed suffixes."""
+    role = field_of(item, "role")
+    if role == "tool" or (role is None and str(field_of(item, "type") or "").endswith("_output")):
+        return [content_hash(field_of(item, "content") if role == "tool" else field_of(item, "output"))]
+    content = field_of(item, "content")
+    entries = []
+    if isinstance(content, (list, tuple)):
+        entries = [content_hash(field_of(part, "content")) for part in content if field_of(part, "type") == "tool_result"]
+        transient = profile.transient_parts if profile is not None else ()
+        texts = [t for part in content if field_of(part, "type") in TEXT_PART_TYPES
+                 and isinstance(t := field_of(part, "text"), str)
+                 and not any(_re(pattern).fullmatch(t) for pattern in transient)]
+        text = "\n".join(texts)
+    else:
+        text = content if isinstance(content, str) else ""
+    text = _without_suffixes(text, profile).strip()
+    if text and role in ("user", None):
+        entries.append("p:" + content_hash(text))
+    return entries
+
+
+def _call_text(call: Any) -> str:
+    _, name, arguments = _call_of(call)
+    if not isinstance(arguments, str):
+        arguments = json.dumps(arguments, sort_keys=True, ensure_ascii=False, default=str)
+    return f"{name}\x02{arguments}"
+
+
+def turns_digest(turns: Sequence[str], count: int) -> str:
+    """The digest of the first ``count`` answers (``answer_turns``)."""
+    return content_hash("\x00".join(turns[:count]))
+
+
+def opening_digest(view: View, profile: "Profile | None" = None) -> str:
+    """A digest of the conversation up to and with its first typed prompt (``first_typed``), marks
+    ignored: a session's first request and the requests after it in that process share it."""
+    typed = first_typed(view, profile)
+    return content_hash(list(view.body[: typed[0] + 1])) if typed is not None else ""
+
+
+def request_digest(view: View) -> str:
+    """A digest of what a request shows (head, tools, body; marks ignored): the same request again has it."""
+    return content_hash([list(view.head), view.tools, list(view.body)])
 
 
 def derived_session_id(view: View, profile: "Profile | None") -> str:
@@ -498,8 +625,9 @@ def session_stream(data: Mapping[str, Any], view: View, profile: "Profile | None
     A subagent: a subagent header names it, and an agent id that differs from the session id
     (``stream_sources``) tells spawned agents under one header apart; else, for agents whose
     subagents share the session id, the first head segment that is not shared by every agent
-    of the kind (billing block, identity line) or the conversation's first prompt after the
-    agent's context items. An auxiliary call (``aux_streams``; a request without tools from an
+    of the kind (billing block, identity line), with the first prompt where the head is a
+    subagent's (``subagent_head``: two runs of one type), or the conversation's first prompt after
+    the agent's context items. An auxiliary call (``aux_streams``; a request without tools from an
     agent whose main loop always has tools) is a stream of its own, inside the subagent's
     stream where it is a subagent's. A subagent's head never reads as a change of the main
     head, and keeps its own pins.
@@ -523,6 +651,11 @@ def session_stream(data: Mapping[str, Any], view: View, profile: "Profile | None
         segment = _identity_segment(view, profile)
         if segment is not None:
             parts.append(f"head:{content_hash(segment)}")
+            if profile.subagent_head and any(_re(pattern).match(text) for pattern in profile.subagent_head
+                                             for text in view.head[:3]):
+                prompt = _first_prompt(view, profile)  # one subagent type, run twice: two tasks, two streams
+                if prompt is not None:
+                    parts.append(f"task:{content_hash(prompt)}")
     if not parts and profile.stream_by_first_prompt:
         prompt = _first_prompt(view, profile)
         if prompt is not None:
@@ -590,8 +723,9 @@ def identify(data: Mapping[str, Any], view: View, profile: "Profile | None" = No
         affinity_key = None
     answer = first_answer(view, profile)
     if answer is None:
-        return Identity(scoped_key(tenant, f"{scoped}\x00first"), cache_key, affinity_key, session, source, stream,
-                        fresh=True, tenant=tenant)
+        # (no journal is kept under it: its own bytes name it, so two sessions' first requests never share a name)
+        return Identity(scoped_key(tenant, f"{scoped}\x00first\x00{request_digest(view)}"), cache_key, affinity_key,
+                        session, source, stream, fresh=True, tenant=tenant)
     return Identity(scoped_key(tenant, f"{scoped}\x00{answer}"), cache_key, affinity_key, session, source, stream,
                     tenant=tenant, answer=answer)
 

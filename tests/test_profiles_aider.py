@@ -162,6 +162,49 @@ def test_the_next_day_keeps_the_head_and_tells_the_model_the_date(variant):
     assert head[b1] == sent[b1] and head[c2] == sent[c2]
 
 
+def _answered_as(body: dict, source: dict, day: str | None = None) -> dict:
+    """``body`` with ``source``'s first answer (the model said the same words) and, where given, its
+    system prompt's date moved to ``day``."""
+    body = copy.deepcopy(body)
+    answer = next(m for m in source["messages"] if m["role"] == "assistant" and "Answer " in (m["content"] or ""))
+    for message in body["messages"]:
+        if message["role"] == "assistant" and "Answer " in (message["content"] or ""):
+            message["content"] = answer["content"]
+            break
+    if day is not None:
+        head = body["messages"][0]
+        head["content"] = head["content"].replace("- Current date: 2026-12-04", f"- Current date: {day}")
+    return body
+
+
+def test_the_same_prompt_and_answer_the_next_day_is_another_session():
+    """Issue 37 on aider's recorded requests: session c has session a's first prompt; given a's first
+    answer too (a model that says the same), another second prompt and a day later, it is its own
+    session: its second request keeps its own date, no note; session a, resumed after it, keeps its
+    pins (its second prompt tells it from c). With c's recorded second prompt (a's too) the two are
+    alike in everything but the date: then a's resume starts a journal of its own, its own date."""
+    core = Stabilizer(Settings())
+    a1, a2, a3, c1 = (REQUESTS[f"diff/{n}"] for n in ("a1", "a2", "a3", "c1"))
+    c2 = _answered_as(REQUESTS["diff/c2"], a2, day="2026-12-05")
+    c2["messages"][-1]["content"] = c2["messages"][-1]["content"].replace("Now add a sub function", "Add a docstring")
+    c1 = _answered_as(c1, a2, day="2026-12-05")
+    outputs = {}
+    for name, body in (("a1", a1), ("a2", a2), ("c1", c1), ("c2", c2), ("a3", a3)):
+        data = _proxy(body)
+        outputs[name] = core.stabilize_sync(data, "acompletion", target=VLLM)
+    assert identify(_proxy(c2), chat.read(c2), profiles.BY_NAME["aider"]).key == \
+        identify(_proxy(a2), chat.read(a2), profiles.BY_NAME["aider"]).key  # one derived key ...
+    assert outputs["c2"]["messages"] == c2["messages"]  # ... and c shown only its own: its date, no note
+    assert "- Current date: 2026-12-04" in outputs["a3"]["messages"][0]["content"]  # a's pins hold
+    assert "Current date: 2026-12-05" in json.dumps(outputs["a3"]["messages"][1:])
+    alike = Stabilizer(Settings())
+    c2 = _answered_as(REQUESTS["diff/c2"], a2, day="2026-12-05")
+    for body in (a1, a2, c1, c2):
+        alike.stabilize_sync(_proxy(body), "acompletion", target=VLLM)
+    resumed = alike.stabilize_sync(_proxy(a3), "acompletion", target=VLLM)
+    assert resumed["messages"] == a3["messages"]  # nothing of c's: its own date, as sent
+
+
 def test_a_context_message_answered_in_other_words_stands_as_the_prompt():
     """Only aider's own fixed replies make a message its context: a repo map the model answered in
     words of its own is the conversation's first prompt (never skipped to a later message)."""

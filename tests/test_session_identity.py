@@ -8,6 +8,7 @@ the affinity and hint keys).
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import random
 import re
@@ -302,6 +303,43 @@ def _cc(turns: int = 1) -> dict:
     body = claude_code_body(turns, [{"role": "user", "content": PROMPT}], prompt=claude_code_prompt(rng),
                             env=claude_code_env(), git=claude_code_git_status(), tools=claude_code_tools())
     return _proxy(body, claude_code_headers())
+
+
+def _cc_332(system_prompt: str, task: str, *, subagent: bool, agent_id: str | None = None) -> dict:
+    """A Claude Code 2.1.332 request (explore_cc.md): the billing block (a subagent's says so), the SDK
+    line, the agent's prompt; the first user message the date reminder, then the task."""
+    billing = "x-anthropic-billing-header: cc_version=2.1.332.90c; cc_entrypoint=sdk-cli;" + (
+        " cc_is_subagent=true;" if subagent else "")
+    body = {"model": "cc-model", "max_tokens": 32, "tools": claude_code_tools(), "system": [
+        {"type": "text", "text": billing},
+        {"type": "text", "text": "You are a Claude agent, built on Anthropic's Claude Agent SDK."},
+        {"type": "text", "text": system_prompt}],
+        "messages": [{"role": "user", "content": [
+            {"type": "text", "text": "<system-reminder>\nAs you answer the user's questions, you can use the following "
+                                     "context:\n# currentDate\nToday's date is 2026-12-03.\n\n      IMPORTANT: this "
+                                     "context may or may not be relevant to your tasks. You should not respond to this "
+                                     "context unless it is highly relevant to your task.\n</system-reminder>\n"},
+            {"type": "text", "text": task}]}]}
+    return _proxy(body, claude_code_headers(agent_id=agent_id))
+
+
+def test_two_runs_of_one_claude_code_subagent_type_are_two_streams_with_or_without_their_header():
+    """Claude Code 2.1.332 spawns the same subagent type after each of two prompts, with another task:
+    with its ``x-claude-code-agent-id`` each run is its own stream; without it (a proxy that strips
+    it) too: a subagent's head (its billing block, its own opening line) makes its task part of its
+    stream. The main agent's stream stays its head's, whatever its first prompt."""
+    sub = "You are an agent for Claude Code, Anthropic's official CLI for Claude. Given the user's message, ..."
+    main = "\nYou are an agent working with the user on software engineering tasks. ..."
+    runs = [_cc_332(sub, f"(agent: claude-code) subtask {n} @script: shell pwd", subagent=True) for n in ("one", "two")]
+    streams = [_identity(r, "anthropic_messages") for r in runs]
+    assert streams[0].stream != streams[1].stream and streams[0].key != streams[1].key
+    assert streams[0].session == streams[1].session  # one session, two streams
+    headed = [_cc_332(sub, "(agent: claude-code) same task", subagent=True, agent_id=a) for a in ("a1b2c3", "d4e5f6")]
+    assert len({_identity(r, "anthropic_messages").stream for r in headed}) == 2  # the header, as before
+    unbilled = [_cc_332(sub, f"task {n}", subagent=False) for n in (1, 2)]  # no billing block mark: its opening
+    assert len({_identity(r, "anthropic_messages").stream for r in unbilled}) == 2
+    mains = [_identity(_cc_332(main, prompt, subagent=False), "anthropic_messages").stream for prompt in ("a", "b")]
+    assert mains[0] == mains[1] and "task:" not in mains[0]  # (a compaction's new first prompt keeps it)
 
 
 def test_affinity_and_hints_use_the_transforms_identity():
@@ -704,3 +742,203 @@ def test_a_second_request_long_after_the_first_starts_on_its_own():
     later = _run(stabilizer, pi.request())
     assert "Current date: 2026-12-02" in _system(later)  # its own date, nothing pinned from before
     assert len(later["messages"]) == len(pi.request()["messages"])
+
+
+# -- look-alike sessions (issue 37): one derived key, several sessions --------------------------------
+#
+# Sessions of pi, Qwen Code and Gemini CLI that share their derived key: the same first prompt in the
+# same workspace, and the same first answer (Gemini's synthesized ids; a model that answers a prompt
+# the same way). Each is its own session: a later one never shows an earlier one's pins or notes.
+
+GQ_HEADS = {agent: GQ[agent]["requests"]["a1_first"]["messages"][0]["content"] for agent in GQ}
+LOOK_DAY = date(2026, 12, 3)
+
+
+class Alike:
+    """An id-less session of ``agent`` (pi, qwen-code, gemini-cli), built turn by turn. ``index`` makes
+    its tool results its own (``shared`` results: the same as any other session's)."""
+
+    def __init__(self, agent: str, *, prompt: str, cwd: str, day: int, index: int, shared: bool = False):
+        self.agent, self.prompt, self.cwd, self.index, self.shared = agent, prompt, cwd, index, shared
+        self.start = self.day = day
+        self.turns: list[dict] = []
+        self.calls = 0
+
+    def __repr__(self) -> str:
+        return f"Alike({self.agent!r}, prompt={self.prompt!r}, cwd={self.cwd!r}, day={self.start}, index={self.index}, " \
+               f"shared={self.shared})"
+
+    def when(self, day: int | None = None) -> date:
+        return date.fromordinal(LOOK_DAY.toordinal() + (self.day if day is None else day))
+
+    def request(self) -> dict:
+        if self.agent == "pi":
+            pi = Pi(cwd=self.cwd, date=str(self.when()), prompt=self.prompt)
+            pi.body += copy.deepcopy(self.turns)
+            return pi.request()
+        body = _rerender(self.agent, _recorded(self.agent, "a1_first"), day=self.when(), cwd=self.cwd)
+        body = _with_prompt(self.agent, body, self.prompt)
+        body["messages"] += copy.deepcopy(self.turns)
+        return _gq(self.agent, body)
+
+    def tool(self) -> None:
+        """An answer calling a tool, and its result; the first one the same in every session of the prompt."""
+        first = self.calls == 0
+        name = "read_file" if first else "run_shell_command"
+        if self.agent == "gemini-cli":
+            call_id = f"call_{name}"  # LiteLLM's, from the name
+        else:  # a model's id: the same for the same first answer, its own after that
+            call_id = "call_" + hashlib.sha256(f"{self.prompt}:{0 if first else (self.index, self.calls)}".encode()).hexdigest()[:24]
+        arguments = json.dumps({"file_path": "README.md"} if first else {"command": f"ls {self.calls}"})
+        result = "# demo" if first and self.shared else f"output {self.index}.{self.calls}"
+        self.turns += [{"role": "assistant", "content": None, "tool_calls": [
+            {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}]},
+            {"role": "tool", "tool_call_id": call_id, "content": json.dumps({"output": result})}]
+        self.calls += 1
+
+    def say(self) -> None:
+        self.turns += [{"role": "assistant", "content": f"Done {self.calls}."},
+                       {"role": "user", "content": f"(next {self.calls}) go on"}]
+
+    def shown_date(self, out: dict) -> str:
+        """The date the output's head (pi) or context block (Qwen Code, Gemini CLI) shows."""
+        text = out["messages"][0]["content"] if self.agent == "pi" else json.dumps(out["messages"][1])
+        found = re.search(r"Current date: (\d{4}-\d\d-\d\d)|Today's date is ([A-Za-z]+, [A-Za-z]+ \d+, \d{4})", text)
+        return found.group(1) or found.group(2)
+
+    def rendered(self, day: int) -> str:
+        when = self.when(day)
+        return str(when) if self.agent == "pi" else f"{when:%A, %B} {when.day}, {when:%Y}"
+
+
+def _alike_run(sessions: list[Alike], plan: list[tuple[int, str]], stabilizer: Stabilizer | None = None,
+               sent: dict[int, list[str]] | None = None):
+    """Each session's outputs, request by request, for ``plan`` (session, step before the request:
+    "start", "tool", "say", "day"); one stabilizer for all. ``sent``: each session's requests as sent."""
+    stabilizer = stabilizer or Stabilizer(Settings())
+    stabilizer.clock = lambda: 1_800_000_000.0
+    outputs: dict[int, list[dict]] = {i: [] for i in range(len(sessions))}
+    for index, step in plan:
+        session = sessions[index]
+        if step == "tool":
+            session.tool()
+        elif step == "say":
+            session.say()
+        elif step == "day":
+            session.day += 1
+            session.say()
+        request = session.request()
+        if sent is not None:
+            sent[index].append(json.dumps(request, sort_keys=True))
+        outputs[index].append(_run(stabilizer, request))
+    return outputs
+
+
+def _fresh_copies(sessions: list[Alike]) -> list[Alike]:
+    return [Alike(s.agent, prompt=s.prompt, cwd=s.cwd, day=s.start, index=s.index, shared=s.shared) for s in sessions]
+
+
+@pytest.mark.parametrize("agent", ["pi", "qwen-code", "gemini-cli"])
+def test_the_same_prompt_the_next_day_in_the_same_workspace_is_another_session(agent):
+    """The issue's held-out run: a second session a day later, same prompt, same first answer, same
+    workspace. From its second request on it keeps its own date (no earlier date pinned, no note),
+    while the first session, resumed after it, keeps its own pins and gets the new date as a note."""
+    prompt, cwd = f"(agent: {agent}) Please look at this project.", "/home/dev/work/ws-a"
+    first, second = Alike(agent, prompt=prompt, cwd=cwd, day=0, index=0), Alike(agent, prompt=prompt, cwd=cwd, day=1, index=1)
+    plan = [(0, "start"), (0, "tool"), (0, "tool"), (1, "start"), (1, "tool"), (1, "tool"), (0, "day"), (1, "say"),
+            (0, "tool"), (1, "tool")]
+    out = _alike_run([first, second], plan)
+    for n, sent in enumerate(out[1]):
+        assert second.shown_date(sent) == second.rendered(1), n
+        assert NOTE_MARK not in json.dumps(sent), n
+    assert all(first.shown_date(sent) == first.rendered(0) for sent in out[0])  # its own pins, throughout
+    assert NOTE_MARK in json.dumps(out[0][3]) and first.rendered(1) in json.dumps(out[0][3]["messages"][-2:])
+
+
+NOTE_MARK = "from the start of this session"
+
+
+def test_a_retry_of_a_resumed_request_gets_the_same_bytes():
+    """A request that recorded how far its session got (its trace), sent again (a client's retry
+    after an upstream error): the very request again, the same journal, the same bytes."""
+    session = Alike("gemini-cli", prompt="(agent: g) look", cwd="/w/a", day=0, index=0)
+    plan = [(0, "start"), (0, "tool"), (0, "tool"), (0, "day")]
+    stabilizer = Stabilizer(Settings())
+    out = _alike_run([session], plan, stabilizer)
+    again = _run(stabilizer, session.request())
+    assert again == out[0][-1] and session.rendered(0) in json.dumps(again["messages"][1])
+
+
+def test_byte_identical_sessions_share_a_journal_and_are_shown_nothing_false():
+    """The documented limit: two sessions alike in every byte so far (same day, same context, same
+    answers and results) cannot be told apart: they share one journal, whose pins are each one's
+    own start values; once their requests differ, each goes on with its own."""
+    twins = [Alike("gemini-cli", prompt="(agent: g) hi", cwd="/w/a", day=0, index=i, shared=True) for i in (0, 1)]
+    plan = [(0, "start"), (0, "tool"), (1, "start"), (1, "tool"), (0, "tool"), (1, "tool"), (1, "day"), (0, "say")]
+    out = _alike_run(twins, plan)
+    for index, session in enumerate(twins):
+        assert all(session.shown_date(sent) == session.rendered(0) for sent in out[index])
+    assert NOTE_MARK not in json.dumps(out[0])  # the other's next-day note is anchored in the other's history
+
+
+@st.composite
+def alike_cases(draw):
+    agent = draw(st.sampled_from(["pi", "qwen-code", "gemini-cli"]))
+    count = draw(st.integers(2, 3))
+    sessions, plans = [], []
+    for index in range(count):
+        prompt = draw(st.sampled_from([f"(agent: {agent}) Please look at this project.", f"(agent: {agent}) Fix it."]))
+        cwd = draw(st.sampled_from(["/home/dev/work/ws-a", "/home/bob/ws-a"]))
+        sessions.append(Alike(agent, prompt=prompt, cwd=cwd, day=draw(st.integers(0, 2)), index=index,
+                              shared=draw(st.booleans())))
+        steps = draw(st.lists(st.sampled_from(["tool", "say", "day"]), min_size=1, max_size=5))
+        plans.append([(index, "start"), (index, "tool"), *((index, step) for step in steps)])
+    order = draw(st.permutations([i for i, plan in enumerate(plans) for _ in plan]))
+    cursor = [0] * count
+    plan = []
+    for index in order:  # interleaved, each session's own steps in order
+        plan.append(plans[index][cursor[index]])
+        cursor[index] += 1
+    return sessions, plan
+
+
+def _days_seen(alike: list[Alike], sessions: list[Alike], plan: list[tuple[int, str]], index: int) -> list[set[str]]:
+    """For each request of session ``index``, the dates the ``alike`` sessions were on up to then."""
+    day = {i: s.start for i, s in enumerate(sessions)}
+    seen: set[str] = set()
+    out = []
+    for i, step in plan:
+        day[i] += step == "day"
+        if sessions[i] in alike:
+            seen |= {sessions[i].rendered(d) for d in range(sessions[i].start, day[i] + 1)}
+        if i == index:
+            out.append(set(seen))
+    return out
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(alike_cases())
+def test_interleaved_id_less_sessions_are_each_what_they_are_alone(case):
+    """Generated id-less sessions of pi, Qwen Code and Gemini CLI (the same or another first prompt,
+    start day and workspace, the same first answer, interleaved in any order, each going on with
+    tool rounds, prompts and next-day resumes): a session whose history is its own gets, request by
+    request, exactly the bytes it gets when it runs alone; one whose answers and results so far are
+    another's too (only the date its requests show may tell them apart: the documented limit) is
+    shown only dates that it or a session alike it was on."""
+    sessions, plan = case
+    sent: dict[int, list[str]] = {i: [] for i in range(len(sessions))}
+    together = _alike_run(sessions, plan, sent=sent)
+    for index, session in enumerate(sessions):
+        alone = _alike_run(_fresh_copies([session]), [(0, step) for i, step in plan if i == index])[0]
+        # its history alike another's (the same first prompt, workspace, answer and result: only what
+        # the requests show tells them apart), or a request byte for byte another's
+        twin = any(other is not session and session.shared and other.shared
+                   and (other.prompt, other.cwd) == (session.prompt, session.cwd) for other in sessions) \
+            or any(body in sent[other] for other in sent if other != index for body in sent[index][1:])
+        if not twin:
+            assert together[index] == alone, index
+        # the days it and the sessions alike it (the same answers and results so far) were on
+        alike = [other for other in sessions if other is session or (twin and other.shared
+                 and (other.prompt, other.cwd) == (session.prompt, session.cwd))]
+        for output, seen in zip(together[index], _days_seen(alike, sessions, plan, index)):
+            assert session.shown_date(output) in seen
