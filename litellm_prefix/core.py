@@ -410,6 +410,8 @@ class Stabilizer:
     def _apply_hints(self, data, shape: str, ctx: Context, key: str) -> list[Event]:
         """Provider cache hints on the stabilized request (rules/hints.py), for the session's
         ``identify(...).cache_key``; fails open on its own."""
+        if not pipeline.hints_apply(ctx):  # a target that reads no hint: nothing to read or write
+            return []
         try:
             updates, events = pipeline.run_hints(data, shape, ctx.but(session_key=key))
         except Exception as exc:

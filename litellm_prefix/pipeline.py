@@ -18,7 +18,7 @@ from .journal import Journal
 from .rules.billing import set_aside_billing_block
 from .rules.head_pin import keep_pinned_head
 from .rules.listing_order import keep_listing_order
-from .rules.hints import place_cache_breakpoints, set_prompt_cache_key
+from .rules.hints import place_cache_breakpoints, set_prompt_cache_key, target_uses_prompt_cache_key
 from .rules.memory import snapshot_memory
 from .rules.mid_system import place_mid_conversation_system
 from .rules.notes import place_notes, reseed
@@ -111,6 +111,22 @@ def run(view: View, journal: Journal, ctx: Context, rules: list[Rule] | None = N
 # Provider cache hints (rules/hints.py): ``(request fields, shape, context) -> (fields to set,
 # events)``, run last, on the request that goes to the chosen deployment.
 HINT_RULES: list[Rule] = [set_prompt_cache_key, place_cache_breakpoints]
+
+
+_KNOWN_HINT_RULES = (set_prompt_cache_key, place_cache_breakpoints)
+
+
+def hints_apply(ctx: Context) -> bool:
+    """Whether a hint rule may set anything for this target and these settings: False where the
+    target reads neither ``prompt_cache_key`` nor cache marks (a self-hosted server), where both
+    rules return nothing whatever the request holds. Then the deployment hook does no work for
+    hints (``count_marks`` alone reads every message). Only for the two rules it knows: another
+    rule in ``HINT_RULES`` makes it True."""
+    if tuple(HINT_RULES) != _KNOWN_HINT_RULES:
+        return True
+    settings, target = ctx.settings, ctx.target
+    return bool((settings.prompt_cache_key and target_uses_prompt_cache_key(target))
+                or (settings.cache_breakpoints and (target.reads_cache_control or target.reads_prompt_cache_breakpoint)))
 
 
 def run_hints(data, shape: str, ctx: Context, rules=None) -> tuple[dict, list[Event]]:
