@@ -162,8 +162,18 @@ def proxy_config(upstream: Upstream, llama_port: int | None = None) -> dict:
              "litellm_params": {"model": "openai/upstream-resp", "api_base": base, "api_key": "dummy"}},
         ],
         "litellm_settings": {"callbacks": ["litellm_prefix.proxy_handler"]},
-        "general_settings": {"master_key": "os.environ/LITELLM_MASTER_KEY"},
+        "general_settings": {"master_key": "os.environ/LITELLM_MASTER_KEY",
+                             # pass-through routes to the upstream: the raw body goes on as sent
+                             "pass_through_endpoints": [
+                                 {"path": f"{PASS_THROUGH}/v1/chat/completions", "target": f"{base}/chat/completions",
+                                  "auth": True},
+                                 # a Gemini-shaped body (a ':' in a path is not routed; the upstream answers as a chat model)
+                                 {"path": f"{PASS_THROUGH}/gemini/generate", "target": f"{base}/chat/completions",
+                                  "auth": True}]},
     }
+
+
+PASS_THROUGH = "/passthrough"  # proxy_config's pass-through routes start with it
 
 
 class Proxy:

@@ -24,7 +24,7 @@ from . import pipeline, profiles, wire
 from .appended import extends as appended_extends, extensible
 from .caches import Digest, StreamRecord, Streams, body_json, orjson
 from .context import AgentSeen, Context, Drift, Event, Expiring, Target, payload
-from .drift import tools_entry, tools_json
+from .drift import head_record, tools_entry, tools_json
 from .sections import text_digest
 from .rules.billing import is_billing_block
 from .rules.paths import link_target
@@ -35,6 +35,7 @@ from .settings import Settings
 from .metrics import Stats
 from .sinks import Sinks
 from .store import Store, build_store, journal_text_refs
+from .view import View
 
 logger = logging.getLogger("litellm_prefix")
 
@@ -205,6 +206,17 @@ def _moved_mark(item: Any, raw: bytes) -> bool:
     its ``cache_control`` mark to the newest message each turn, a marked string becoming one
     text part): the rules never read those (``journal.unmarked``)."""
     return unmarked(item) == unmarked(orjson.loads(raw))
+
+
+def _gemini_view(data: Mapping[str, Any]):
+    """A Gemini-shaped body's head (``systemInstruction`` text parts) as a view, read only; None
+    where the body has none of Gemini's fields."""
+    if not isinstance(data.get("contents"), list):
+        return None
+    system = data.get("systemInstruction") or data.get("system_instruction")
+    parts = system.get("parts") if isinstance(system, Mapping) else None
+    head = tuple(p["text"] for p in parts or () if isinstance(p, Mapping) and isinstance(p.get("text"), str))
+    return View(shape="gemini", head=head)
 
 
 def _fork_key(family: str, name: str) -> str:
@@ -735,6 +747,26 @@ class Stabilizer:
 
     def response_headers(self, call_id: str | None) -> dict[str, str]:
         return self.sinks.response_headers(call_id)
+
+    def observed_headers(self, data: Mapping[str, Any], request_headers: Mapping[str, Any] | None) -> dict[str, str]:
+        """The response headers of a request no transform took: a pass-through route's raw provider
+        body (chat, Anthropic, Responses or Gemini shaped), seen only by the response-headers hook.
+        The head as sent (``x-litellm-prefix-head``, its fingerprint) and the agent its headers or
+        head show; nothing is rewritten, recorded or logged. Empty where off or the shape is unknown."""
+        if not self.settings.enabled or not self.settings.drift_header:
+            return {}
+        adapter = wire.wire_for(data)
+        view = adapter.read(data) if adapter is not None else _gemini_view(data)
+        if view is None or not view.head:
+            return {}
+        headers = {str(k).lower(): v for k, v in (request_headers or {}).items()}
+        model = data.get("model") if isinstance(data.get("model"), str) else ""
+        profile = profiles.detect({"proxy_server_request": {"headers": headers}}, view.head, self.settings, (model,))
+        record, _ = head_record(view)
+        out = {"x-litellm-prefix-head": record.fingerprint}
+        if profile is not None:
+            out["x-litellm-prefix-agent"] = profile.name
+        return out
 
     def completed(self, kwargs: Mapping[str, Any], response: Any) -> dict[str, Any] | None:
         """The success callback's half: measured cache use of the call, classified (see ``sinks``)."""

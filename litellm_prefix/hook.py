@@ -3,7 +3,8 @@
 - ``async_pre_call_hook`` (proxy only) runs before routing, so LiteLLM's own
   prompt-caching routing already sees the stable bytes. The proxy calls it only when
   it is defined on the callback's own class; ``__init_subclass__`` re-attaches it to
-  subclasses so that customising the class cannot silently switch it off.
+  subclasses so that customising the class cannot silently switch it off (and the
+  response-headers hook, which the proxy looks up the same way).
 - ``async_pre_call_deployment_hook`` (SDK ``acompletion``/``aresponses``/
   ``anthropic.messages.acreate``, Router, proxy) sees the chosen deployment's
   ``model_info``; it re-runs on retries and fallbacks, which the idempotent rules
@@ -32,6 +33,23 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
+# The metadata key naming the call whose report answers the request: a route that turns the client's
+# request into a call of its own (Gemini's native routes) hands that call the request's metadata.
+CALL_MARK = "litellm_prefix_call_id"
+
+
+def _metadata_of(data: Mapping[str, Any]) -> Mapping[str, Any]:
+    metadata = data.get("metadata")
+    return metadata if isinstance(metadata, Mapping) else {}
+
+
+def _name_call(kwargs: Mapping[str, Any]) -> None:
+    """Name the call in its request's metadata (``CALL_MARK``), for the response-headers hook."""
+    metadata, call_id = kwargs.get("metadata"), kwargs.get("litellm_call_id")
+    if isinstance(metadata, dict) and isinstance(call_id, str):
+        metadata[CALL_MARK] = call_id
+
+
 class PrefixStabilizer(CustomLogger):
     """Keeps every session's request head byte-stable. Register an instance as a LiteLLM callback."""
 
@@ -48,9 +66,11 @@ class PrefixStabilizer(CustomLogger):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        # LiteLLM's proxy looks the pre-call hook up in the class's own __dict__.
-        if "async_pre_call_hook" not in vars(cls):
-            cls.async_pre_call_hook = PrefixStabilizer.async_pre_call_hook
+        # LiteLLM's proxy looks the pre-call hook, and the response-headers hook (1.108:
+        # ``ProxyLogging.callback_capabilities``), up in the class's own __dict__.
+        for name in ("async_pre_call_hook", "async_post_call_response_headers_hook"):
+            if name not in vars(cls):
+                setattr(cls, name, getattr(PrefixStabilizer, name))
 
     async def async_pre_call_hook(self, user_api_key_dict: Any, cache: Any, data: dict, call_type: Any) -> dict:
         group, deployment = "", None
@@ -107,10 +127,12 @@ class PrefixStabilizer(CustomLogger):
         except Exception as exc:
             logger.warning("litellm-prefix: could not resolve the deployment (%s)", type(exc).__name__)
             model, model_info, target = "", None, Target()
-        return await self.core.stabilize(
+        result = await self.core.stabilize(
             kwargs, call_type, target=target, model_names=(targets.model_group(kwargs), model), model_info=model_info,
             hints=True,
         )
+        _name_call(kwargs)
+        return result
 
     # -- session affinity (affinity.py) ------------------------------------------------
 
@@ -169,8 +191,19 @@ class PrefixStabilizer(CustomLogger):
         request_headers: dict[str, str] | None = None,
         litellm_call_info: dict[str, Any] | None = None,
     ) -> dict[str, str] | None:
+        """The call's report (``x-litellm-prefix-head``, ``-agent``, ``-drift``). Gemini's native routes
+        (``generateContent``, ``streamGenerateContent``) answer a request LiteLLM turned into a chat
+        call of its own, with another call id (``google_genai/adapters/handler.py``,
+        ``GenerateContentToCompletionHandler``): the metadata they share names it (``CALL_MARK``). A
+        pass-through route's raw body, which no hook rewrites: what it shows (``observed_headers``)."""
         try:
-            return self.core.response_headers(data.get("litellm_call_id")) or None
+            headers = self.core.response_headers(data.get("litellm_call_id"))
+            if not headers:
+                marked = _metadata_of(data).get(CALL_MARK)
+                headers = self.core.response_headers(marked) if isinstance(marked, str) else {}
+            if not headers and not data.get("litellm_call_id") and "proxy_server_request" not in data:
+                headers = self.core.observed_headers(data, request_headers)
+            return headers or None
         except Exception:
             return None
 

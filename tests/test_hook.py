@@ -35,6 +35,31 @@ def test_subclasses_keep_the_pre_call_hook_visible_to_the_proxy():
             pass
 
     assert "async_pre_call_hook" in vars(Custom)
+    assert "async_post_call_response_headers_hook" in vars(Custom)  # (the proxy looks it up the same way)
+
+
+async def test_response_headers_follow_the_call_the_request_handed_its_metadata_to_and_observe_a_pass_through():
+    """Gemini's native routes: the chat call LiteLLM makes of the request has a call id of its own,
+    and the request's metadata (the same object) names it. A pass-through body (no call id, no
+    proxy request): what its head and headers show, nothing rewritten."""
+    stabilizer = PrefixStabilizer(Settings(path_check="absolute"))
+    metadata: dict = {}
+    inner = {**_noisy_request(), "litellm_call_id": "inner-1", "metadata": metadata}
+    await stabilizer.async_pre_call_deployment_hook(inner, "acompletion")
+    assert metadata["litellm_prefix_call_id"] == "inner-1"
+    outer = {"contents": [], "litellm_call_id": "outer-1", "metadata": metadata, "proxy_server_request": {}}
+    headers = await stabilizer.async_post_call_response_headers_hook(outer, None, None)
+    assert headers == stabilizer.core.response_headers("inner-1") and headers["x-litellm-prefix-head"]
+    raw = _noisy_request()
+    sent = copy.deepcopy(raw)
+    observed = await stabilizer.async_post_call_response_headers_hook(raw, None, None, {"User-Agent": "pi/1.6.0"})
+    assert observed["x-litellm-prefix-agent"] == "pi" and observed["x-litellm-prefix-head"] and raw == sent
+    gemini = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}], "systemInstruction": {"parts": [
+        {"text": "You are Gemini CLI, an autonomous CLI agent specializing in software engineering tasks."}]}}
+    assert (await stabilizer.async_post_call_response_headers_hook(gemini, None, None))["x-litellm-prefix-agent"] == \
+        "gemini-cli"
+    off = PrefixStabilizer(Settings(enabled=False))
+    assert await off.async_post_call_response_headers_hook(copy.deepcopy(raw), None, None) is None
 
 
 def test_proxy_handler_is_an_instance_built_from_settings(monkeypatch):
