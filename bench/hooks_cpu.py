@@ -606,35 +606,41 @@ def _rss() -> int:
         return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-async def memory_run(args, on: bool) -> dict:
-    """RSS growth while ``args.sessions`` sessions are active at once (``--memory``): pi-like
-    sessions with ``--head-tokens`` heads, every session past its ``--turns``-th turn and none
-    ended, in this process with the plugin (``on``) or the same driver without it."""
+def _pi_memory_lanes(sessions: int, turns: int, head_tokens: int) -> list[Lane]:
     import harness.sessions as hs
 
-    hs_tokens = args.head_tokens
-    sessions = []
-    for i in range(args.sessions):
-        s = Session(i, args.sessions, "mem")
-        s.client = hs.PiClient(memory=["User prefers tabs", "Project uses uv"], extensions={"todo": "- [ ] ship"},
-                               session=f"mem-{i}", seed=100 + i, tokens=hs_tokens)
-        sessions.append(s)
     lanes = []
-    for s in sessions:
+    for i in range(sessions):
+        s = Session(i, sessions, "mem")
+        s.client = hs.PiClient(memory=["User prefers tabs", "Project uses uv"], extensions={"todo": "- [ ] ship"},
+                               session=f"mem-{i}", seed=100 + i, tokens=head_tokens)
         calls = []
-        for turn in range(args.turns):
+        for turn in range(turns):
             body = orjson.loads(s.advance(turn))
             body["model"] = GROUP
             headers = {"x-session-id": s.client.session}
             body["metadata"] = {"headers": headers}
-            calls.append(Call("acompletion", headers, orjson.dumps(body), [("acompletion", None, False)], dict(PI_DEPLOYMENT),
-                              hs_tokens, hs_tokens - 100 if turn else 0, "pi-like"))
+            calls.append(Call("acompletion", headers, orjson.dumps(body), [("acompletion", None, False)],
+                              dict(PI_DEPLOYMENT), head_tokens, head_tokens - 100 if turn else 0, "pi-like"))
         lanes.append(Lane(s.tag, calls))
+    return lanes
+
+
+async def memory_run(args, on: bool, workload: str) -> dict:
+    """RSS growth while sessions are active at once (``--memory``), in this process with the plugin
+    (``on``) or the same driver without it: ``pi-like``, ``--sessions`` sessions with
+    ``--head-tokens`` heads, each past its ``--turns``-th turn and none ended; ``real``, the
+    real-agent lanes (``--copies`` per agent), each through all its calls (a lane is one user of
+    that agent: its sessions one after another)."""
+    if workload == "real":
+        lanes = real_lanes(args.copies)
+    else:
+        lanes = _pi_memory_lanes(args.sessions, args.turns, args.head_tokens)
     args.flush = 0
     with tempfile.TemporaryDirectory(prefix="hooks-mem-log-") as log_dir:
         replay = Replay(args, lanes, Path(log_dir), None)
-        # warm: one other session through first (imports, first heads), then the baseline
-        warm = [Lane("warm", lanes[0].calls[:2])]
+        # warm: another lane's first calls through first (imports, the process's first memos)
+        warm = [Lane("warm", (_pi_memory_lanes(1, 2, 2000) if workload != "real" else lanes)[0].calls[:2])]
         saved, replay.lanes = replay.lanes, warm
         await replay.run_round(on)
         replay.lanes = saved
@@ -645,14 +651,12 @@ async def memory_run(args, on: bool) -> dict:
         after = _rss()
         held = {}
         if on:
-            plugin = replay.plugins[0]
-            held = {"streams": len(plugin.core.streams), "stream_bytes": plugin.core.streams.bytes_held()
-                    if hasattr(plugin.core.streams, "bytes_held") else None,
-                    "seen": len(plugin.core.sinks.seen), "sessions": len(plugin.core.sinks.sessions)}
+            core = replay.plugins[0].core
+            held = {"streams": len(core.streams), "stream_record_bytes": core.streams._records.currsize,
+                    "seen": len(core.sinks.seen), "measured_sessions": len(core.sinks.sessions)}
         replay.close()
-    request_bytes = statistics.mean(len(c.body) for lane in lanes for c in lane.calls[-1:])
-    return {"on": on, "sessions": args.sessions, "turns": args.turns, "head_tokens": hs_tokens,
-            "rss_growth_bytes": after - before, "last_request_bytes": round(request_bytes), "held": held}
+    return {"on": on, "workload": workload, "active": len(lanes), "turns": args.turns, "head_tokens": args.head_tokens,
+            "rss_growth_bytes": after - before, "held": held}
 
 
 # -- main ------------------------------------------------------------------------------
@@ -711,28 +715,34 @@ def main() -> None:
     args = parser.parse_args()
     if args.one:  # one run in this process (a child of the pooled run)
         if args.memory:
-            result = asyncio.run(memory_run(args, args.workload == "on"))
+            mode, workload = args.workload.split(":")
+            result = asyncio.run(memory_run(args, mode == "on", workload))
         else:
             result = asyncio.run(one_run(args, args.workload))
         Path(args.out).write_text(json.dumps(result) + "\n")
         return
     if args.memory:
         out = args.out or str(ROOT / "bench" / "results" / "hooks_memory.json")
-        pairs = []
-        for run in range(args.runs):
-            for on in ((True, False) if run % 2 == 0 else (False, True)):
-                pairs.append(_child(args, ["--memory", "--workload", "on" if on else "off", "--sessions",
-                                           str(args.sessions), "--turns", str(args.turns), "--head-tokens",
-                                           str(args.head_tokens)]))
-        on = [p["rss_growth_bytes"] for p in pairs if p["on"]]
-        off = [p["rss_growth_bytes"] for p in pairs if not p["on"]]
-        per = (statistics.median(on) - statistics.median(off)) / args.sessions
-        report = {"runs": pairs, "per_active_session_bytes": round(per), "sessions": args.sessions,
-                  "head_tokens": args.head_tokens}
+        report = {"runs_each": args.runs, "workloads": []}
+        for workload in [w.strip() for w in args.workload.split(",") if w.strip()]:
+            pairs = []
+            for run in range(args.runs):
+                for on in ((True, False) if run % 2 == 0 else (False, True)):
+                    pairs.append(_child(args, ["--memory", "--workload", f"{'on' if on else 'off'}:{workload}",
+                                               "--head-tokens", str(args.head_tokens), *_common(args)]))
+            on = [p["rss_growth_bytes"] for p in pairs if p["on"]]
+            off = [p["rss_growth_bytes"] for p in pairs if not p["on"]]
+            active = pairs[0]["active"]
+            per = (statistics.median(on) - statistics.median(off)) / active
+            report["workloads"].append({"workload": workload, "active_sessions": active,
+                                        "head_tokens": args.head_tokens if workload != "real" else None,
+                                        "per_active_session_bytes": round(per), "runs": pairs})
+            print(f"{workload}: {active} active sessions" + (f" at {args.head_tokens}-token heads" if workload != "real"
+                                                              else "") +
+                  f": RSS growth with the plugin {[round(x / 1e6, 1) for x in on]} MB, without "
+                  f"{[round(x / 1e6, 1) for x in off]} MB: {per / 1000:.0f} KB per active session (medians); "
+                  f"held: {next(p for p in pairs if p['on'])['held']}")
         Path(out).write_text(json.dumps(report, indent=1) + "\n")
-        print(f"{args.sessions} active sessions at {args.head_tokens}-token heads: RSS growth with the plugin "
-              f"{[round(x / 1e6, 1) for x in on]} MB, without {[round(x / 1e6, 1) for x in off]} MB: "
-              f"{per / 1000:.0f} KB per active session (medians); held: {pairs[0].get('held')}")
         return
     out = args.out or str(ROOT / "bench" / "results" / "hooks_cpu.json")
     report = {"flush_mb": args.flush, "store": args.store, "replicas": args.replicas, "affinity": args.affinity,

@@ -43,6 +43,8 @@ that holds every input meanwhile: ``core._script`` and ``rules.tools``. Those ar
 """
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
@@ -137,34 +139,49 @@ class StreamRecord:
     """What one stream's last request looked like on the way in, and what it produced.
 
     ``head``: the raw head parts' digests (shape, system segments, tools JSON, ...) and the
-    context the rules saw (settings, target, ping). ``body``: the body's JSON bytes (a later
-    request's body starts with them, but for the closing bracket, where it only appends)
-    and ``count``, its message count. ``journal_in``: the journal text the rules ran on (and
+    context the rules saw (settings, target, ping). The body's JSON (a later request's body starts
+    with it, but for the closing bracket, where it only appends) is not kept, only its length
+    ``size`` and ``digests``: the process's keyed hash (SipHash, ``hash``) of its bytes before
+    ``last`` (or before the closing bracket where ``last`` is None) and of the rest up to the
+    bracket, so a later body is checked byte range for byte range without the record holding the
+    bytes. ``count``: its message count. ``journal_in``: the journal text the rules ran on (and
     left unchanged); ``texts``: the text hashes the load brought. ``tail``: whether the last
-    message's run is a notification run where an appended request may reuse the decisions,
-    else None (``appended.extensible``). ``result``: ``(head segments, tools script, body
-    script, events, head segments set aside, and dropped)``: what the transform produced,
-    replayable (``core``); a script is a
-    tuple of input slices ``(start, stop)`` and JSON bytes of items a rule made. ``last``:
-    where the last message begins in ``body``, where the output carries it as sent (so a
-    request that changes only its marker fields may reuse the record), else None."""
+    message's run is a notification run where an appended request may reuse the decisions, else
+    None (``appended.extensible``). ``result``: ``(head segments, tools script, body script,
+    events, head segments set aside, and dropped)``: what the transform produced, replayable
+    (``core``); a script is a tuple of input slices ``(start, stop)`` and JSON bytes of items a
+    rule made. ``last``: where the last message begins in the body's JSON, where the output
+    carries it as sent (so a request that changes only its marker fields may reuse the record),
+    else None; ``last_unmarked``: the hash of that message's JSON without its marker fields (keys
+    sorted). ``serial``: set by ``Streams.put``, new for every record stored (the measurement tells
+    by it which request a record was made from: ``Sinks.expect_same``)."""
 
     head: tuple[Any, ...]
-    body: bytes
+    size: int
+    digests: tuple[int, int]
     count: int
     journal_in: str | None
     texts: frozenset[str]
     tail: bool | None
     result: Any
     last: int | None = None
+    last_unmarked: int | None = None
+    serial: int = 0
 
-    def size(self) -> int:
-        """Bytes held, roughly: the body's JSON, the head written and the items the rules made."""
+    def size_held(self) -> int:
+        """Bytes held, roughly: the head written and the items the rules made."""
         segments, tools, body = self.result[:3]
         held = sum(len(s) for s in segments) if segments is not None else 0
         for script in (tools or (), body or ()):
             held += sum(len(part) for part in script if type(part) is bytes)
-        return RECORD_BYTES + len(self.body) + held
+        return RECORD_BYTES + held
+
+
+def body_digests(encoded: bytes, cut: int) -> tuple[int, int]:
+    """``StreamRecord.digests`` of a body's JSON: the bytes before ``cut``, and from it to the
+    closing bracket. A keyed 64-bit hash per process (never stored, never compared across
+    processes): an unequal range matches with a chance of 2**-64, and no client knows the key."""
+    return hash(encoded[:cut]), hash(encoded[cut:-1])
 
 
 RECORD_BYTES = 2048  # a record's own objects, beside the bytes it holds
@@ -175,22 +192,27 @@ class Streams:
     """The incremental path's records, one per stream (see the module docstring)."""
 
     def __init__(self, maxsize: int, max_bytes: int = STREAM_BYTES) -> None:
-        self._records: LRUCache[str, StreamRecord] = LRUCache(maxsize=max_bytes, getsizeof=StreamRecord.size)
+        self._records: LRUCache[str, StreamRecord] = LRUCache(maxsize=max_bytes, getsizeof=StreamRecord.size_held)
         self._count = max(1, maxsize)
         self._lock = threading.Lock()
+        self._serials = itertools.count(1)
 
     def get(self, key: str) -> StreamRecord | None:
         with self._lock:
             return self._records.get(key)
 
-    def put(self, key: str, record: StreamRecord) -> None:
+    def put(self, key: str, record: StreamRecord) -> int | None:
+        """Store ``record`` under a serial of its own; returns it (None: not stored, too large)."""
         with self._lock:
+            record = dataclasses.replace(record, serial=next(self._serials))
             try:
                 self._records[key] = record
             except ValueError:  # larger than all records together may be: not remembered
                 self._records.pop(key, None)
+                return None
             while len(self._records) > self._count:
                 self._records.popitem()
+            return record.serial
 
     def drop(self, key: str) -> None:
         with self._lock:

@@ -22,7 +22,7 @@ from cachetools import Cache, LRUCache
 
 from . import pipeline, profiles, wire
 from .appended import extends as appended_extends, extensible
-from .caches import Digest, StreamRecord, Streams, body_json, orjson
+from .caches import Digest, StreamRecord, Streams, body_digests, body_json, orjson
 from .context import AgentSeen, Context, Drift, Event, Expiring, Target, payload
 from .drift import head_record, tools_entry, tools_json
 from .sections import text_digest
@@ -201,11 +201,27 @@ def _last_at(encoded: bytes, body) -> int | None:
     return None if last is None else len(encoded) - len(last) + 1
 
 
-def _moved_mark(item: Any, raw: bytes) -> bool:
-    """``item`` is the message whose JSON was ``raw`` but for its marker fields (Claude Code moves
-    its ``cache_control`` mark to the newest message each turn, a marked string becoming one
-    text part): the rules never read those (``journal.unmarked``)."""
-    return unmarked(item) == unmarked(orjson.loads(raw))
+def _unmarked_digest(item: Any) -> int | None:
+    """The hash of a message's JSON without its marker fields, keys sorted (Claude Code moves its
+    ``cache_control`` mark to the newest message each turn, a marked string becoming one text
+    part): two messages that differ only there have the same (``journal.unmarked``: the rules
+    never read those fields)."""
+    try:
+        return hash(orjson.dumps(unmarked(item), option=orjson.OPT_SORT_KEYS))
+    except TypeError:
+        return None
+
+
+def _body_record(encoded: bytes, body, as_sent: bool) -> dict[str, Any]:
+    """A stream record's fields for the body whose JSON is ``encoded`` (``StreamRecord``): its
+    size and digests, and, where the output carries its last message as sent, where that message
+    begins and its digest without marks."""
+    last = _last_at(encoded, body) if as_sent else None
+    unmarked_last = _unmarked_digest(body[-1]) if last is not None else None
+    if unmarked_last is None:
+        last = None
+    return {"size": len(encoded), "digests": body_digests(encoded, len(encoded) - 1 if last is None else last),
+            "last": last, "last_unmarked": unmarked_last}
 
 
 def _gemini_view(data: Mapping[str, Any]):
@@ -676,16 +692,18 @@ class Stabilizer:
         if record is None or record.head != head or record.journal_in != loaded.journal \
                 or record.texts != loaded.texts.keys():
             return None, None, head, encoded
-        prev = record.body
-        count = len(view.body)
-        if count == record.count and encoded == prev:
+        size, count = record.size, len(view.body)
+        cut = size - 1 if record.last is None else record.last
+        moved = False
+        if count == record.count and len(encoded) == size and body_digests(encoded, cut) == record.digests:
             appended = False
-        elif count > record.count and record.tail is not None \
+        elif count > record.count and record.tail is not None and len(encoded) > size \
                 and appended_extends(record.tail, view.body[record.count:], view.body, ctx) \
-                and (len(encoded) > len(prev) and encoded[len(prev) - 1] == 0x2C  # (where the new ones begin)
-                     and encoded.startswith(memoryview(prev)[:-1])
-                     or record.last is not None and encoded.startswith(memoryview(prev)[:record.last])
-                     and _moved_mark(view.body[record.count - 1], prev[record.last:-1])):
+                and hash(encoded[:cut]) == record.digests[0] \
+                and (encoded[size - 1] == 0x2C  # (where the new ones begin)
+                     and hash(encoded[cut:size - 1]) == record.digests[1]
+                     or (moved := record.last is not None
+                         and _unmarked_digest(view.body[record.count - 1]) == record.last_unmarked)):
             appended = True
         else:
             return None, None, head, encoded
@@ -697,12 +715,18 @@ class Stabilizer:
                 body = _extended(body, record.count, count)
             new_view = view.replace(segments=segments, tools=None if tools is None else _replayed(tools, view.tools),
                                     body=_replayed(body, view.body), head_aside=aside, head_dropped=dropped)
+        out = new_view.body
         if appended:
             self.stats["incremental_appended"] += 1
-            self.streams.put(key, dataclasses.replace(record, body=encoded, count=count, last=_last_at(encoded, view.body),
-                                                      result=(segments, tools, body, events, aside, dropped)))
+            serial = self.streams.put(key, dataclasses.replace(
+                record, count=count, result=(segments, tools, body, events, aside, dropped),
+                **_body_record(encoded, view.body, True)))
+            # the last output again, but for the appended messages (and the last one, its marks moved)
+            same = len(out) - (count - record.count) - moved
         else:
             self.stats["incremental_reused"] += 1
+            serial, same = record.serial, len(out)
+        self.sinks.expect_same(key, out[-1] if out else None, record.serial, same, len(out), serial)
         return new_view, list(events), head, encoded
 
     def _remember(self, key: str, probe, view, loaded, journal: Journal, result, ctx: Context) -> None:
@@ -722,13 +746,17 @@ class Stabilizer:
         if body is None or (new_view.tools is not None and tools is None) \
                 or new_view.shape != view.shape or new_view.text_part != view.text_part:
             self.streams.drop(key)
+            self.sinks.expect_same(key, None, None, 0, 0, None)
             return
         kept = (None, None, None, tuple(result.events), None, None) if new_view is view else \
             (new_view.head, tools, body, tuple(result.events), new_view.head_aside, new_view.head_dropped)
         as_sent = new_view is view or (body and type(body[-1]) is tuple and body[-1][1] == len(view.body))
-        self.streams.put(key, StreamRecord(probe[2], probe[3], len(view.body), loaded.journal,
-                                           frozenset(loaded.texts), extensible(view.body, journal, ctx), kept,
-                                           _last_at(probe[3], view.body) if as_sent else None))
+        serial = self.streams.put(key, StreamRecord(
+            head=probe[2], count=len(view.body), journal_in=loaded.journal, texts=frozenset(loaded.texts),
+            tail=extensible(view.body, journal, ctx), result=kept, **_body_record(probe[3], view.body, as_sent)))
+        # measured whole (nothing proved equal), and the record it leaves named for the next request
+        out = new_view.body
+        self.sinks.expect_same(key, out[-1] if out else None, None, 0, len(out), serial)
 
     # -- edges: everything reported goes to sinks ---------------------------------------
 
@@ -770,4 +798,9 @@ class Stabilizer:
 
     def completed(self, kwargs: Mapping[str, Any], response: Any) -> dict[str, Any] | None:
         """The success callback's half: measured cache use of the call, classified (see ``sinks``)."""
+        # Answered: no later hook of the call reads the objects it wrote (a translated call's second
+        # deployment hook, a Gemini route's inner call, a call no retry followed kept them 30-60 s).
+        call_id = call_id_of(kwargs)
+        if call_id is not None:
+            self.written.pop(call_id, None)
         return self.sinks.completed(kwargs, response)

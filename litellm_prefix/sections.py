@@ -31,11 +31,10 @@ _UPDATED = re.compile(r'Updated system prompt section "(?P<name>[^"\n]+)":\n\n')
 
 
 class _Entry:
-    __slots__ = ("text", "alias", "digest", "memo")
+    __slots__ = ("text", "digest", "memo")
 
     def __init__(self, text: str) -> None:
-        self.text = text
-        self.alias: str | None = None  # the last equal string object looked up (this request's copy)
+        self.text = text  # the last equal string object looked up (this request's copy)
         self.digest: str | None = None
         self.memo: dict | None = None
 
@@ -49,9 +48,9 @@ class KnownTexts:
     equality, a ``memcmp``: per request a known head costs one comparison instead of a
     scan per rule, and a changed head costs a scan of its changed sections only.
     Derived values are pure functions of the text, so a hit can never change a result.
-    An entry also keeps the last equal string object it was looked up with (the current
-    request's copy), so the other rules' lookups of that object cost no comparison.
-    Bounded by the texts' total characters (those kept copies included), least recently
+    An entry keeps the last equal string object it was looked up with (the current request's
+    copy, in place of the one before: one copy of each text), so the other rules' lookups of
+    that object cost no comparison. Bounded by the texts' total characters, least recently
     used out first (a parse holds a copy of its text in its sections: count about twice that
     in memory).
     """
@@ -87,16 +86,15 @@ class KnownTexts:
             bucket = self._buckets.get(key)
             if bucket is not None:
                 for entry in bucket:
-                    if entry.text is text or entry.alias is text:
+                    if entry.text is text:
                         self._buckets.move_to_end(key)
                         return entry
                 for entry in bucket:
                     if entry.text == text:
                         # Every rule asks about the same new string of a request: the next
-                        # lookups of this object cost no comparison (kept until the next copy).
-                        if entry.alias is None:
-                            self._chars += n
-                        entry.alias = text
+                        # lookups of this object cost no comparison (kept until the next copy,
+                        # which takes its place: an earlier copy is not held here).
+                        entry.text = text
                         self._buckets.move_to_end(key)
                         return entry
             else:
@@ -106,7 +104,7 @@ class KnownTexts:
             self._chars += n
             while self._chars > self._max_chars and len(self._buckets) > 1:
                 _, evicted = self._buckets.popitem(last=False)
-                self._chars -= sum(len(e.text) * (1 if e.alias is None else 2) for e in evicted)
+                self._chars -= sum(len(e.text) for e in evicted)
             return entry
 
     def clear(self) -> None:

@@ -55,13 +55,16 @@ logger = logging.getLogger("litellm_prefix")
 LINK_RETRY_SECONDS = 60.0
 
 _BOOKKEEPING = frozenset({"texts", "need_texts", "drift", "head", "agent"})
-# Rendered bytes of the recent sessions' last requests held for incremental measurement
-# (``prefix.Seen``); a session past the bound is measured whole.
+# Bytes of the recent sessions' last measured shapes (``prefix.Seen``: digests, no text), from
+# which the next request is measured where the incremental path proved its leading messages
+# equal; a session past the bound is measured whole.
 SEEN_BYTES = 32 << 20
+SEEN_OBJECT_BYTES = 400  # a Seen's and its Shape's own objects, beside the digests they hold
 
 
 def _seen_size(seen: prefix.Seen) -> int:
-    return seen.shape.length + 1
+    shape = seen.shape
+    return SEEN_OBJECT_BYTES + len(shape.digests) + 4 * len(shape.lengths) + sum(map(len, shape.pieces.values()))
 
 
 class LogWriter:
@@ -261,6 +264,11 @@ class Sinks:
         # The last request of recent sessions as measured (prefix.Seen: it holds the messages),
         # so that the next one is rendered and hashed from where it differs; bounded by bytes.
         self.seen: LRUCache[str, prefix.Seen] = LRUCache(maxsize=SEEN_BYTES, getsizeof=_seen_size)
+        # What the incremental path proved of a session's request before it is measured
+        # (``expect_same``): session key -> (its last message, the serial of the stream record it
+        # was compared with, leading body messages equal to that request's output, body length,
+        # the serial of the record it leaves).
+        self._same: LRUCache[str, tuple[Any, int | None, int, int, int | None]] = LRUCache(maxsize=4096)
         self._linked: dict[str, float] = {}  # root -> when a link to it was last tried (monotonic)
         self._log_lock = threading.Lock()
         self._log_writer: LogWriter | None = None
@@ -339,6 +347,30 @@ class Sinks:
         if held is not None:
             m.sessions.set(held)
 
+    def expect_same(self, key: str, last: Any, previous: int | None, same_body: int, body: int,
+                    serial: int | None) -> None:
+        """The transform's word on the request of session ``key`` it just wrote, whose last message
+        is the object ``last``: its first ``same_body`` body messages (of ``body``) are byte for byte
+        those of the output of the request the stream record ``previous`` holds (the incremental
+        path proved it), and the stream record it leaves is ``serial`` (None: none). Read once, by
+        this request's measurement (``_remember``), which checks it is that very request."""
+        with self._lock:
+            self._same[key] = (last, previous, same_body, body, serial)
+
+    def _same_as_seen(self, key: str, data: Mapping[str, Any], seen: prefix.Seen | None) -> tuple[int, int | None]:
+        """(leading messages of ``data`` known equal to the ``seen`` request's, the serial to tag
+        this request's Seen with): what ``expect_same`` said, where it is about this very request
+        (its last message the same object) and the seen request is the one it was compared with."""
+        with self._lock:
+            said = self._same.pop(key, None)
+        messages = data.get("messages")
+        if said is None or not isinstance(messages, list) or not messages or messages[-1] is not said[0]:
+            return 0, None
+        last, previous, same_body, body, serial = said
+        if seen is None or previous is None or seen.serial != previous or same_body <= 0:
+            return 0, serial
+        return len(messages) - body + same_body, serial
+
     def _remember(self, call_id, key, data, wire_name, drift, group, agent, target, tools_text=None) -> None:
         """Keep this request's shape and what it shares with the session's previous request."""
         # (render.hoists asks target.hoists_system_messages, as the rules do)
@@ -346,7 +378,8 @@ class Sinks:
                     } if target else {}
         with self._lock:
             seen = self.seen.get(key)
-        shape, texts, seen = prefix.measure(data, wire_name, hoisting, tools_text, seen)
+        same, serial = self._same_as_seen(key, data, seen)
+        shape, texts, seen = prefix.measure(data, wire_name, hoisting, tools_text, seen, same, serial)
         with self._lock:
             if seen is not None and self.seen.getsizeof(seen) <= self.seen.maxsize:
                 self.seen[key] = seen

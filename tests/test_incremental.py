@@ -274,10 +274,11 @@ def test_claude_code_billing_block_and_moving_mark(target):
 
 
 def test_stream_records_are_bounded_by_count_and_bytes():
-    """The records hold bodies' JSON: at most ``maxsize`` of them and ``max_bytes`` together,
-    least recently used out first; one larger than all may be is not kept."""
+    """The records hold the head written and the items the rules made (the body's JSON only as
+    digests): at most ``maxsize`` of them and ``max_bytes`` together, least recently used out
+    first; one larger than all may be is not kept."""
     def record(size: int) -> StreamRecord:
-        return StreamRecord((), b"x" * size, 1, None, frozenset(), None, (None, None, None, (), None, None))
+        return StreamRecord((), 0, (0, 0), 1, None, frozenset(), None, (("x" * size,), None, None, (), None, None))
 
     streams = Streams(3, max_bytes=3 * RECORD_BYTES + 3000)
     for key in "abcd":

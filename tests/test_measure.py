@@ -461,7 +461,7 @@ def test_measuring_from_where_a_request_differs_is_measuring_it_whole(first, his
     truncates, retries or changes in the tools, with every kind of message content."""
     messages = [first, *history]
     tools = [{"type": "function", "function": {"name": "read", "parameters": {}}}]
-    seen, previous = None, None
+    seen, previous, sent = None, None, []
     for edit in [("retry",), *edits]:
         if edit[0] == "append":
             messages = [*messages, *copy.deepcopy(edit[1])]
@@ -475,7 +475,10 @@ def test_measuring_from_where_a_request_differs_is_measuring_it_whole(first, his
         # A fresh copy per request, as a client sends it (equal objects, never the same ones).
         request = {"model": "m", "messages": copy.deepcopy(messages), "tools": copy.deepcopy(tools)}
         tools_text = "\n".join(json.dumps(t, separators=(",", ":")) for t in tools) if tools_given else None
-        shape, shape_texts, seen = prefix.measure(request, "chat", target, tools_text, seen)
+        # (the leading messages equal to the previous request's: what the incremental path proves)
+        same = prefix.leading_equal(request["messages"], sent)
+        shape, shape_texts, seen = prefix.measure(request, "chat", target, tools_text, seen, same)
+        sent = copy.deepcopy(request["messages"])
         whole, whole_texts = prefix.shape_of(prefix.render(request, "chat", target, tools_text))
         assert shape == whole
         assert (seen is None) == bool(target.get("provider") == "gemini" or target.get("system_messages_first"))
@@ -495,7 +498,7 @@ def test_a_request_measured_from_an_earlier_one_compares_with_any_previous_shape
     start = {"model": "m", "messages": [head, *turns], "tools": tools}
     _, _, seen = prefix.measure(copy.deepcopy(start), "chat", {}, None, None)
     later = {**copy.deepcopy(start), "messages": [head, *turns, {"role": "user", "content": "next"}]}  # B
-    shape_b, texts_b, _ = prefix.measure(later, "chat", {}, None, seen)
+    shape_b, texts_b, _ = prefix.measure(later, "chat", {}, None, seen, len(start["messages"]))
     whole_b, whole_texts = prefix.shape_of(prefix.render(later, "chat", {}))
     assert shape_b == whole_b and None in texts_b
     edited = [head, turns[0], {**turns[1], "content": "edited " * 30}, *turns[2:]]

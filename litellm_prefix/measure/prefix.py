@@ -161,26 +161,33 @@ def shape_of(parts: list[tuple[str, Any]]) -> tuple[Shape, list[Any]]:
 @dataclass(frozen=True)
 class Seen:
     """A chat request as measured, for measuring the session's next one from where it differs:
-    its messages (the objects, in a tuple of their own), its tools' text, the number of parts
-    before ``messages[1]``, and its shape. Held only for a bounded number of recent sessions."""
+    its message count, a digest of its tools' text, the number of parts before ``messages[1]``,
+    its shape, and ``serial``: what the caller tagged it with (``sinks``: the incremental path's
+    record of the same request). No message and no text is held: which leading messages the
+    next request shares with it is the caller's to say (``measure``'s ``same``)."""
 
-    messages: tuple[Any, ...]
-    tool_text: str
+    count: int
+    tools: tuple[int, int]  # (length, hash) of the tools' text
     lead: int
     shape: Shape
+    serial: int | None = None
+
+
+def _text_key(text: str) -> tuple[int, int]:
+    return len(text), hash(text)
 
 
 def measure(data: Mapping[str, Any], wire_name: str, target: Mapping[str, Any] | None = None,
-            tools_text: str | None = None, seen: Seen | None = None) -> tuple[Shape, list[Any], Seen | None]:
-    """``shape_of(render(...))``, with the parts of a chat request's leading messages that equal
-    the ``seen`` request's (and the same message 0 and tools) taken from its shape instead of
-    rendered and hashed again: an agent's next request repeats the previous one and appends.
-    Returns the shape, the parts' texts (``None`` for a part taken over: ``compare`` reads a
-    text only where the digests differ) and what to keep for the next one (``None`` for a request
-    measured whole only: another route, or late system turns hoisted).
+            tools_text: str | None = None, seen: Seen | None = None, same: int = 0,
+            serial: int | None = None) -> tuple[Shape, list[Any], Seen | None]:
+    """``shape_of(render(...))``, with the parts of a chat request's first ``same`` messages taken
+    from the ``seen`` request's shape instead of rendered and hashed again: the caller knows them
+    equal to the seen request's (``sinks``: the incremental path proved it, byte for byte). Returns
+    the shape, the parts' texts (``None`` for a part taken over: ``compare`` reads a text only
+    where the digests differ) and what to keep for the next one, tagged ``serial`` (``None`` for a
+    request measured whole only: another route, or late system turns hoisted).
 
-    "Equal" is Python equality of the messages (``1 == 1.0 == True``: a difference no agent
-    makes between two requests of one session); the rest is byte for byte ``shape_of``."""
+    The rest is byte for byte ``shape_of``; the same tools' text is checked here (a digest)."""
     messages = data.get("messages")
     if wire_name != "chat" or not isinstance(messages, list) or not messages or hoists(target or {}):
         shape, texts = shape_of(render(data, wire_name, target, tools_text))
@@ -188,16 +195,15 @@ def measure(data: Mapping[str, Any], wire_name: str, target: Mapping[str, Any] |
     tools = data.get("tools")
     if tools_text is None or not tools:  # as render_parts makes it
         tools_text = "\n".join(compact_json(t) for t in tools) if tools else ""
+    tools_key = _text_key(tools_text)
     kept = 0
-    if seen is not None and seen.tool_text == tools_text:
-        limit = min(len(messages), len(seen.messages))
-        while kept < limit and messages[kept] == seen.messages[kept]:
-            kept += 1
-    if kept == 0:  # the head differs (or a first request): whole
+    if seen is not None and same > 0 and seen.tools == tools_key:
+        kept = min(same, len(messages), seen.count)
+    if kept == 0:  # the head differs (or a first request, or nothing known equal): whole
         parts = render(data, wire_name, target, tools_text)
         shape, texts = shape_of(parts)
         lead = next((i for i, (label, _) in enumerate(parts) if label == "messages[1]"), len(parts) - 1)
-        return shape, texts, Seen(tuple(messages), tools_text, lead, shape)
+        return shape, texts, Seen(len(messages), tools_key, lead, shape, serial)
     old = seen.shape
     taken = seen.lead + kept - 1  # parts of messages[:kept] (with message 0's system and tools parts)
     rest = [later_part(index, *chat_pair(message, _sorted_json), framed=True)
@@ -210,7 +216,17 @@ def measure(data: Mapping[str, Any], wire_name: str, target: Mapping[str, Any] |
     pieces.update((taken + i, cut) for i, cut in new.pieces.items())
     shape = Shape(sum(lengths), old.kinds[:taken] + new.kinds, lengths,
                   old.digests[: DIGEST * taken] + new.digests, pieces)
-    return shape, [None] * taken + new_texts, Seen(tuple(messages), tools_text, seen.lead, shape)
+    return shape, [None] * taken + new_texts, Seen(len(messages), tools_key, seen.lead, shape, serial)
+
+
+def leading_equal(messages: Any, earlier: Any) -> int:
+    """How many leading messages two chat requests share (Python equality): what ``measure``'s
+    ``same`` may be. For callers that hold both requests (tests, offline tools)."""
+    count = min(len(messages), len(earlier))
+    kept = 0
+    while kept < count and messages[kept] == earlier[kept]:
+        kept += 1
+    return kept
 
 
 def compare(previous: Shape, current: Shape, texts: list[str | bytes | None]) -> Shared:
