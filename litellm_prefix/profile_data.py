@@ -266,6 +266,8 @@ QWEN_CODE_CONTEXT = r"This is the Qwen Code\. We are setting up the context for 
 # 0.24: "<system-reminder>\nThe current date is: Friday, December 4, 2026. Note: This is the authoritative
 # current date \u2014 it may differ from ...\n</system-reminder>", a text part of its own.
 QWEN_DATE_REMINDER = r"<system-reminder>\nThe current date is: [^\n]*\n</system-reminder>"
+QWEN_STARTUP_REMINDER = (r"<system-reminder>\nThe (?:following (?:MCP tools|skills/commands|Agent tool subagent types) "
+                         r"became available|available MCP tools changed) after startup[\s\S]*\n</system-reminder>")
 QWEN_CODE = Profile(
     name="qwen-code",
     headers=(
@@ -299,8 +301,10 @@ QWEN_CODE = Profile(
                r"(?m)^I'm currently working in the following directories:\n  - (\S[^\n]*?)[ \t]*$"),
     volatile_presets=("git-snapshot",),
     # 0.24: the date reminder of a process's first query is not kept in the session file: a
-    # continued session replays that message without it.
-    transient_parts=(QWEN_DATE_REMINDER,),
+    # continued session replays that message without it; nor are the reminders of what changed after
+    # the process started (chunks/ buildChangedMcpToolsReminder and its skill and subagent kin: an MCP
+    # server the user added, seen in the real CLI's runs).
+    transient_parts=(QWEN_DATE_REMINDER, QWEN_STARTUP_REMINDER),
     # 0.24 (postProcessSummary): the summary, its <analysis> block dropped, then RESUME_TRAILER, as
     # the text after the prelude in the first user message of the history it goes on with.
     compaction_summary=((r"(?s)(?P<summary>.+?)\n\nResume the prior task using the summary above\. Continue from the "

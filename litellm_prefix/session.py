@@ -463,8 +463,8 @@ def answer_turns(view: View, profile: "Profile | None" = None) -> tuple[str, ...
     """One entry per answer after the first typed prompt (``first_typed``), in order: the answer's tool
     calls by name and arguments, as sent, then what the client sent after it: each tool result's
     digest (an identical result repeated at once counted once: Gemini CLI's resume replays each twice)
-    and each prompt's text (its transient parts and typed suffixes taken off: Qwen Code's date
-    reminders, aider's edit-format reminder). Ids and the answer's own text are left out (an agent
+    and each prompt's text (its last text part, the typed one, its typed suffixes taken off: Qwen
+    Code's reminders go before it, aider's edit-format reminder after). Ids and the answer's own text are left out (an agent
     may replay them otherwise), and so are the agent's own context messages with its fixed replies
     (aider's chat files). An answer is one assistant message (chat, Anthropic) or the model's items
     up to the client's next one (Responses)."""
@@ -519,7 +519,8 @@ def answer_turns(view: View, profile: "Profile | None" = None) -> tuple[str, ...
 def _client_entries(item: Any, profile: "Profile | None") -> list[str]:
     """What a client item sent after an answer says of its session: the digest of each tool result it
     carries (a chat ``tool`` message, a Responses ``*_output`` item, an Anthropic user message's
-    ``tool_result`` blocks), and a prompt's text without its transient parts and typed suffixes."""
+    ``tool_result`` blocks), and a prompt's typed text: its last text part that is no transient part,
+    its typed suffixes cut."""
     role = field_of(item, "role")
     if role == "tool" or (role is None and str(field_of(item, "type") or "").endswith("_output")):
         return [content_hash(field_of(item, "content") if role == "tool" else field_of(item, "output"))]
@@ -531,7 +532,7 @@ def _client_entries(item: Any, profile: "Profile | None") -> list[str]:
         texts = [t for part in content if field_of(part, "type") in TEXT_PART_TYPES
                  and isinstance(t := field_of(part, "text"), str)
                  and not any(_re(pattern).fullmatch(t) for pattern in transient)]
-        text = "\n".join(texts)
+        text = texts[-1] if texts else ""  # the typed text comes last (an agent's reminders before it)
     else:
         text = content if isinstance(content, str) else ""
     text = _without_suffixes(text, profile).strip()

@@ -46,8 +46,11 @@ received) and the plugin's JSONL log (its ``call`` records carry the model's req
   tool call the model made in it, each paired with its result (from a compaction on: only what
   came after it).
 - ``merged``: the plugin's session key of a session's requests shared with another session's
-  (another scenario, mode or agent); ``inherited``: a note of the plugin ("from the start of this
-  session") in the first request of a new session.
+  (another scenario, mode or agent; a session's first request aside: it runs on an empty journal,
+  named by its own bytes); ``inherited``: what the requests of a new session's first prompt show of
+  another session (``inherited_from_others``: a note of the plugin, "from the start of this
+  session", or a head or first user message other than its own first request's); ``shared_streams``
+  (d, h): the main stream and each subagent run (``SUBTASKS``) sharing a session key.
 - ``detected``: the profiles the plugin's log names for the agent's requests.
 - ``heads``: distinct system messages over session a's main stream (1: byte-identical).
 - ``genuine`` (scenario f): which markers the last request of each prompt showed the model: the
@@ -679,7 +682,10 @@ def measure(spec: AgentSpec, mode: str, runs: list[Run], records: list[dict], ow
             lost += [f"prompt {run.prompt}: tool call {c} without its result" for c in _tool_calls(last)
                      if c not in results]
         session_keys = {calls[r["seq"]]["session"] for r in s_recs if r["seq"] in calls}
-        main_keys = {calls[r["seq"]]["session"] for r in main if r["seq"] in calls}
+        # (a new session's first request runs on an empty journal under a name of its own bytes: two
+        # byte-identical first requests share that name, and nothing else; it is no merge)
+        first = main[0] if main and session == scenario and owner[main[0]["seq"]].prompt == 1 else None
+        main_keys = {calls[r["seq"]]["session"] for r in main if r["seq"] in calls and r is not first}
         keys[scenario] = main_keys
         detected = Counter(calls[r["seq"]].get("agent") or "none" for r in s_recs if r["seq"] in calls)
         # what a new session shows of another one (e goes on with session a: its notes are a's own)
