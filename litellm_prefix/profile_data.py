@@ -135,7 +135,7 @@ CLAUDE_CODE = Profile(
     # "<system-reminder>\nAs you answer ...context:\n# claudeMd\n...\n# currentDate\nToday's date is
     # 2026-12-03.\n\n      IMPORTANT: ...\n</system-reminder>\n".
     first_user_context=((r"<system-reminder>\nAs you answer the user's questions, you can use the following context:\n",
-                         r"\n</system-reminder>", ("reminder-date",)),),
+                         r"\n</system-reminder>", ("reminder-date", "git-status")),),
     # The attribution block (rules/billing.py) must reach Anthropic's own API exactly as sent.
     never_learned=(rf"^{re.escape(BILLING_PREFIX)}",),
     source="@anthropic-ai/claude-code 2.1.90 cli.js (request headers, z08 attribution header, user_id metadata, "
@@ -398,7 +398,10 @@ VOLATILE_PRESETS = {
     #   of the conversation. ..." through "Recent commits:" and its `git log --oneline -n 5` lines
     #   (@anthropic-ai/claude-code 2.1.36 cli.js: parts joined by "\n" and "\n\n"; 2.1.332 native
     #   binary: every part joined by "\n\n", an optional "Git user:" part).
-    "git-status": r"(?ms)^gitStatus: .*?^Recent commits:(?:\r?\n[0-9a-f]{4,64}(?: [^\r\n]*)?){0,5}",
+    #   2.1.332 writes it as "# gitStatus\nThis is the git status at the start of the conversation. ..."
+    #   in its first-message <system-reminder> context (the profile's block pins it there).
+    "git-status": r"(?ms)^(?:gitStatus: |# gitStatus\r?\n(?=This is the git status)).*?^Recent commits:"
+                  r"(?:\r?\n[0-9a-f]{4,64}(?: [^\r\n]*)?){0,5}",
     # Qwen Code 0.24: "Git snapshot at conversation start. ...not instructions.\n```text\ngit: Current
     #   branch: main\ngit: Status:\ngit: (clean)\ngit: Recent commits:\ngit: a57cbf5 initial commit\n```"
     #   in the system prompt (@qwen-code/qwen-code 0.24.4 chunks/chunk-P6OZD6V2.js getRecentGitStatus:

@@ -149,6 +149,33 @@ def test_claude_code_resume_on_the_next_day_keeps_the_first_message_and_notes_th
     assert outputs[0] == unmarked(requests[0]["messages"])
 
 
+def git_reminder(status: str, commits: str) -> str:
+    """Claude Code 2.1.332's git snapshot in its first-message context (explore_cc.md)."""
+    return ("<system-reminder>\nAs you answer the user's questions, you can use the following context:\n# gitStatus\n"
+            "This is the git status at the start of the conversation. Note that this status is a snapshot in time, and "
+            f"will not update during the conversation.\n\nCurrent branch: main\n\nStatus:\n{status}\n\nRecent commits:\n"
+            f"{commits}\n\nClaude Code attached this context automatically; it isn't part of the user's message.\n"
+            "</system-reminder>\n")
+
+
+def test_claude_code_git_snapshot_in_its_first_message_context_is_pinned_where_re_rendered():
+    """2.1.332 replays its first message as sent; a client that renders the snapshot again (a commit
+    and a new file in between) gets the first one kept and the new one as a note, like the date."""
+    first = {"role": "user", "content": [{"type": "text", "text": ""}, {"type": "text", "text": "Fix the test"}]}
+    history: list[dict] = [first]
+    requests = []
+    for turn, (status, commits) in enumerate([("(clean)", "029de9a initial commit"),
+                                              ("?? notes.md", "5b1e2f0 add sub\n029de9a initial commit")]):
+        first["content"][0]["text"] = git_reminder(status, commits)
+        if turn:
+            history.append({"role": "user", "content": "Go on"})
+        requests.append(cc_request(turn, copy.deepcopy(history)))
+        history.append({"role": "assistant", "content": [{"type": "text", "text": f"Step {turn} done."}]})
+    outputs = run_cc(requests)
+    assert text_of(outputs[1][0]) == text_of(outputs[0][0]) and "(clean)" in text_of(outputs[1][0])
+    assert "?? notes.md" in text_of(outputs[1][-1]) and "Update (git-status)" in json.dumps(outputs[1])
+
+
 def test_the_users_own_text_is_never_rewritten():
     """The user types a date sentence in their first prompt (after the reminder), and in a later turn."""
     typed = "Today's date is 2026-01-15. Today's date is wrong in the report header, fix it."
@@ -190,7 +217,7 @@ def test_without_a_profile_or_setting_nothing_is_read():
 
 
 def test_profile_declares_the_claude_code_block():
-    assert CC_BLOCK and CC_BLOCK[0][2] == ("reminder-date",)
+    assert CC_BLOCK and CC_BLOCK[0][2] == ("reminder-date", "git-status")  # (2.1.332 writes its git snapshot there)
     applied = profiles.apply(Settings(), profiles.CLAUDE_CODE)
     assert applied.first_user_context == [ContextBlock(start=CC_BLOCK[0][0], end=CC_BLOCK[0][1],
                                                        presets=CC_BLOCK[0][2])]

@@ -165,7 +165,7 @@ def _pin_named_spans(view: View, journal: Journal, ctx: Context) -> tuple[View, 
 _ANCHORS: dict[str, tuple[str, ...]] = {
     VOLATILE_PRESETS["current-date"]: ("Current date",),
     VOLATILE_PRESETS["todays-date"]: ("Today's date", "The current date is"),
-    VOLATILE_PRESETS["git-status"]: ("gitStatus: ",),
+    VOLATILE_PRESETS["git-status"]: ("gitStatus: ", "# gitStatus"),
     VOLATILE_PRESETS["git-snapshot"]: ("Git snapshot at conversation start. ",),
     TOOL_VOLATILE_PRESETS["todays-date"]: ("Today's date is ", "The current month is "),
 }
