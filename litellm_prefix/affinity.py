@@ -32,14 +32,19 @@ import hashlib
 import json
 import logging
 import sys
+import threading
 import time
 from collections import ChainMap
 from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any
 
+from cachetools import LRUCache
+
 from . import placement, wire
-from .context import Recent
+from .caches import orjson
+from .context import Expiring, Recent
 from .measure import classify
+from .sections import text_digest
 from .session import identify, scoped_key, tenant_of
 from .store import Store
 
@@ -109,14 +114,51 @@ def give_session_id(data: MutableMapping[str, Any], key: str, call_type: Any = N
 # -- placement ---------------------------------------------------------------------
 
 
+# Head blocks by what the head is (its texts' digests, its tools' sorted JSON's hash): every request
+# of a session, and every session of an agent's version, brings the same head as new objects, and
+# cutting it into blocks hashes up to 128 KB. Bounded; a hit is what hashing it again gives.
+_BLOCKS: LRUCache = LRUCache(maxsize=1024)
+_BLOCKS_LOCK = threading.Lock()
+
+
 def head_blocks_of(request: Mapping[str, Any], call_type: Any = None) -> tuple[str, ...]:
     """``placement.head_blocks`` of the request's head: its system text, then its tool list."""
     adapter = wire.wire_for(request, call_type)
     if adapter is None:
         return ()
     view = adapter.read(request)
-    tools = json.dumps(list(view.tools or ()), sort_keys=True, separators=(",", ":"), default=str)
-    return placement.head_blocks("\n".join(view.head) + "\n" + tools)
+    tools = list(view.tools or ())
+    try:
+        key: Any = (tuple(text_digest(s) for s in view.head), hash(orjson.dumps(tools, option=orjson.OPT_SORT_KEYS)))
+    except TypeError:  # not plain JSON: not remembered
+        key = None
+    if key is not None:
+        with _BLOCKS_LOCK:
+            found = _BLOCKS.get(key)
+        if found is not None:
+            return found
+    blocks = _head_blocks(view.head, tools)
+    if key is not None:
+        with _BLOCKS_LOCK:
+            _BLOCKS[key] = blocks
+    return blocks
+
+
+def _head_blocks(head: Sequence[str], tools: list) -> tuple[str, ...]:
+    text = json.dumps(tools, sort_keys=True, separators=(",", ":"), default=str)
+    return placement.head_blocks("\n".join(head) + "\n" + text)
+
+
+def _loads(text: str) -> Any:
+    return orjson.loads(text) if orjson is not None else json.loads(text)
+
+
+def _dumps(value: Any) -> str:
+    """The placement index's JSON, keys sorted (orjson: the index is read and written on every
+    answer, and grows with the group's heads and sessions)."""
+    if orjson is not None:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
 def gate_of(settings: Any) -> placement.Gate:
@@ -179,6 +221,12 @@ class SessionAffinity:
         self.ttl = ttl_seconds
         self.clock = clock
         self._failed_until: dict[str, float] = {}
+        # What the placement filter found for a call (its session and its head blocks), until its
+        # answer (``answered``) or a quarter of an hour: the success callback reads neither the
+        # session nor the head again (the head is read once a call, cut into blocks once a head).
+        self.calls: Expiring = Expiring(maxsize=4096, seconds=900)
+        # Per model group's index key: the text this process last saved and its record.
+        self._indexes: LRUCache = LRUCache(maxsize=64)
 
     def active(self, model_group: str) -> bool:
         mode = self.settings_of().session_affinity
@@ -217,6 +265,9 @@ class SessionAffinity:
             return blocks[0]
 
         chosen = await self._place(model_group, session, healthy, blocks_of)
+        call_id = request.get("litellm_call_id")
+        if isinstance(call_id, str):  # the answer's index update takes the head as placement saw it
+            self.calls[call_id] = (session, blocks_of())
         return [by_id[chosen]] if chosen in by_id else deployments
 
     def record_failure(self, request: Mapping[str, Any], exception: BaseException) -> None:
@@ -261,11 +312,17 @@ class SessionAffinity:
         measured = classify.measure(usage)
         if measured is None:
             return
-        request: Mapping[str, Any] = kwargs
-        if not any(isinstance(kwargs.get(k), Mapping) for k in ("metadata", "litellm_metadata")):
-            request = ChainMap({k: params[k] for k in ("metadata", "litellm_metadata") if k in params}, kwargs)
-        session = self.session_of(request)
-        blocks = head_blocks_of(kwargs)
+        call_id = kwargs.get("litellm_call_id") or slo.get("litellm_call_id")
+        placed = self.calls.pop(call_id, None) if isinstance(call_id, str) else None
+        if placed is not None:  # what the filter found for this call
+            session, blocks = placed
+        else:
+            request: Mapping[str, Any] = kwargs
+            if not any(isinstance(kwargs.get(k), Mapping) for k in ("metadata", "litellm_metadata")):
+                request = ChainMap({k: params[k] for k in ("metadata", "litellm_metadata") if k in params}, kwargs)
+            session, blocks = self.session_of(request), None
+        if blocks is None:
+            blocks = head_blocks_of(kwargs)
         cached = measured.cached
         prefill = measured.prompt - (cached or 0)
         now, deployment = self.clock(), str(deployment)
@@ -290,8 +347,14 @@ class SessionAffinity:
         return index, loaded
 
     async def _read_index(self, group: str) -> tuple[placement.Index, dict[str, Any], Any]:
-        loaded = await self.store.load(self._index_key(group))
-        record = json.loads(loaded.journal) if loaded.journal else {}
+        key = self._index_key(group)
+        loaded = await self.store.load(key)
+        text = loaded.journal
+        known = self._indexes.get(key)
+        if text and known is not None and known[0] == text:  # what this process saved last: decoded already
+            record = known[1]
+        else:
+            record = _loads(text) if text else {}
         return placement.Index(gate_of(self.settings_of()), record), record, loaded
 
     async def _update_index(self, group: str, change: Any, seen: Sequence[str]) -> None:
@@ -311,8 +374,11 @@ class SessionAffinity:
             out["s"] = {d: t for d, t in present.items() if d not in gone}
             if gone:
                 self.stats["affinity_replicas_forgotten"] += len(gone)
-            if await self.store.save(self._index_key(group), loaded,
-                                     json.dumps(out, sort_keys=True, separators=(",", ":"))) is not False:
+            text = _dumps(out)
+            if await self.store.save(self._index_key(group), loaded, text) is not False:
+                # The record as saved (``Index`` copies what it changes: this one is never changed),
+                # for this process's next read of the same text.
+                self._indexes[self._index_key(group)] = (text, out)
                 return
         self.stats["affinity_index_conflicts"] += 1
 
