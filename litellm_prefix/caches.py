@@ -5,12 +5,15 @@ request checks in full before it trusts it, so a hit never changes a result: a s
 with every cache empty writes the same bytes.
 
 ``Streams`` (below): the incremental request path's memory of each session stream's last
-request. Key: the stream's journal key (tenant-scoped, ``session.identify``). Bound: 256
-records or the settings' session cap (``maxSessions``), whichever is smaller, and 64 MB of
-the bytes they hold (the last body's JSON, the head written), least recently used out
-first. Invalidation: a record is replaced by each request of its stream, and trusted only
-when the journal loaded is the one the record was made with (``Streams`` never outlives a
-change made elsewhere: another replica's save changes the journal's text).
+request. Key: the stream's journal key (tenant-scoped, ``session.identify``). Bound: the
+settings' ``incrementalStreams`` (1,024) or session cap (``maxSessions``), whichever is
+smaller, and 64 MB of the bytes they hold (the head written, the items the rules made; the
+last body's JSON only as its length and two keyed hashes), least recently used out first.
+Invalidation: a record is replaced by each request of its stream, and trusted only when the
+journal loaded is the one the record was made with (``Streams`` never outlives a change made
+elsewhere: another replica's save changes the journal's text). A record's body check is by
+the process's keyed 64-bit hash (``body_digests``): the one cache here whose hit is exact
+only up to a 2**-64 chance per check.
 
 Elsewhere, each beside the code it serves (documented there):
 

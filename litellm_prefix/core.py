@@ -40,7 +40,6 @@ from .view import View
 logger = logging.getLogger("litellm_prefix")
 
 SAVE_ATTEMPTS = 3
-HOT_STREAMS = 256  # streams whose last request the incremental path remembers (caches.Streams)
 FIRST_BUCKET_SECONDS = 600  # a derived session's first journal waits this long (to 2x) for its second request
 # The first-request entry two first requests of one derived key with other heads wrote (``_first_keys``):
 # no second request starts from it.
@@ -304,7 +303,8 @@ class Stabilizer:
         if incremental is None:
             incremental = settings.incremental
         self.incremental = incremental
-        self.streams = Streams(min(HOT_STREAMS, settings.max_sessions))
+        # (setting ``incrementalStreams``: streams whose last request is remembered, caches.Streams)
+        self.streams = Streams(min(settings.incremental_streams, settings.max_sessions))
         self.stats: Stats = Stats()  # mirrored to the litellm_prefix_internal_events metric
         if store is not None:  # an explicit store (tests, replays): shared by several stabilizers
             self.store = self.local_store = store

@@ -193,6 +193,11 @@ class _Keys(BaseModel):
     # output is the full path's, byte for byte (tests/test_incremental.py). Off: every
     # request takes the full path.
     incremental: bool = True
+    # Streams whose last request the incremental path remembers (caches.Streams: a record holds
+    # the body's length and digests, the head written and the items the rules made; 64 MB of
+    # those at most), least recently used out first; at most maxSessions. A stream past it takes
+    # the full path at its next request.
+    incremental_streams: int = Field(default=1024, ge=1, le=1_000_000)
     metrics_port: int = Field(default=0, ge=0, le=65535)
     # Provider cache hints (rules/hints.py) and session affinity (affinity.py).
     prompt_cache_key: bool = True
@@ -292,6 +297,7 @@ ENV_VARS: dict[str, str] = {
     "profiles": "LITELLM_PREFIX_PROFILES",
     "keep_billing_header": "LITELLM_PREFIX_KEEP_BILLING_HEADER",
     "incremental": "LITELLM_PREFIX_INCREMENTAL",
+    "incremental_streams": "LITELLM_PREFIX_INCREMENTAL_STREAMS",
     "metrics_port": "LITELLM_PREFIX_METRICS_PORT",
     "prompt_cache_key": "LITELLM_PREFIX_PROMPT_CACHE_KEY",
     "cache_breakpoints": "LITELLM_PREFIX_CACHE_BREAKPOINTS",
