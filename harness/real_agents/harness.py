@@ -15,8 +15,11 @@ a fresh git workspace, the agents' own continue flag for every later prompt:
 - ``b`` second session: the same first prompt, another workspace and home, a day later.
 - ``c`` reinstall (``reinstall`` feature): the 2nd prompt resumed from a second install at
   another path (``install.relocated``); it reads the docs the system prompt names.
-- ``d`` subagent (``subagent`` feature): one prompt whose script spawns the agent's subagent
-  (Gemini CLI's ends by calling ``complete_task``; Codex's main agent waits for it).
+- ``d`` subagent (``subagent`` feature): one prompt whose script spawns the agent's subagent twice,
+  the same type with another task each time (Gemini CLI's end by calling ``complete_task``; Codex's
+  main agent waits for each). ``h``: d with the spec's ``subagent_headers`` removed before the proxy
+  (``harness.balancer --drop``: Claude Code's ``x-claude-code-agent-id``).
+- ``g`` the same first prompt as a, a new session in a's workspace and home, a day later.
 - ``f`` genuine changes: the workspace's instructions file (``spec.instructions``) holds a rule;
   between the 1st and the 2nd prompt the user edits the rule, writes the agent's memory file
   (``spec.memory``) where it has one, and adds a file and a skill (``spec.skills_dir``) to the
@@ -362,11 +365,12 @@ def scenario_prompts(spec: AgentSpec) -> dict[str, list[str]]:
         out["c"] = [prompt(spec, "Check where you run.", "shell pwd; answer checked"),
                     prompt(spec, "Read your documentation again.", "docs; answer read")]
     if "subagent" in spec.features:  # (``wait``: Codex's subagents end when its main agent answers)
-        # the same subagent type twice in one session, with another task each time; h: without its header
-        out["d"] = [prompt(spec, "Delegate a look around.", f"agent (agent: {spec.name}) {SUBTASKS[0]} @script: "
-                                                           "shell pwd, answer subdone; wait; answer delegated"),
-                    prompt(spec, "Delegate another look.", f"agent (agent: {spec.name}) {SUBTASKS[1]} @script: "
-                                                          "shell ls, answer subdone; wait; answer delegated again")]
+        # the same subagent type twice in one session, with another task each time (one prompt: cheap);
+        # h: the same without the subagent header
+        out["d"] = [prompt(spec, "Delegate two looks around.",
+                           f"agent (agent: {spec.name}) {SUBTASKS[0]} @script: shell pwd, answer subdone; wait; "
+                           f"agent (agent: {spec.name}) {SUBTASKS[1]} @script: shell ls, answer subdone; wait; "
+                           "answer delegated")]
         if spec.subagent_headers:
             out["h"] = list(out["d"])
     if "compaction" in spec.features and spec.compact_argv is not None:
@@ -438,7 +442,6 @@ def run_agent(spec: AgentSpec, env: Env, mode: str, scenarios: Collection[str] |
                              **{**base, "base_url": stripping.url if stripping else env.proxy_url})
             ctx.home.mkdir(parents=True)
             go(ctx, scenario, 1, prompts[scenario][0], False)
-            go(ctx, scenario, 2, prompts[scenario][1], True)
         finally:
             if stripping is not None:
                 stripping.stop()
