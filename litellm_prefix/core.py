@@ -44,7 +44,7 @@ FIRST_BUCKET_SECONDS = 600  # a derived session's first journal waits this long 
 # The first-request entry two first requests of one derived key with other heads wrote (``_first_keys``):
 # no second request starts from it.
 AMBIGUOUS = Journal(trace=(0, "ambiguous", ""))
-MAX_FORKS = 64  # look-alike sessions one derived key keeps apart (``Stabilizer._generation``); later ones share the first
+MAX_FORKS = 16  # later look-alike sessions one derived key keeps listed (``Stabilizer._generation``): the newest
 
 # The top-level fields a wire adapter reads a request's view from.
 _VIEW_FIELDS = ("messages", "tools", "system", "input", "instructions")
@@ -553,26 +553,30 @@ class Stabilizer:
         carries); where two are alike that far, or none fits, a new session of its own (its pins
         its own values), recorded in the first journal's ``forks``: a new session never
         inherits another's pins or notes, whatever it costs in prefill. The first journal costs the
-        load the request makes anyway; each later one a load more."""
+        load the request makes anyway; the later ones one load each, all at once (an expired one is
+        dropped from the list when the next is added; ``MAX_FORKS`` at most, the newest)."""
         ctx = ctx.but(now=self.clock())
         for _ in range(SAVE_ATTEMPTS):
             loaded = await self.store.load(family)
             if loaded.journal is None:
                 return family, loaded, False
             first = _decoded(loaded.journal)
+            forks = [_fork_key(family, name) for name in first.forks]
+            loads = await asyncio.gather(*(self.store.load(fork) for fork in forks)) if forks else []
             candidates = [(family, first, loaded, 0)]
-            for index, name in enumerate(first.forks, 1):
-                fork = _fork_key(family, name)
-                there = await self.store.load(fork)
-                candidates.append((fork, _decoded(there.journal) if there.journal else Journal(), there, index))
+            live = []  # the forks whose journal is still there (not expired)
+            for index, (name, fork, there) in enumerate(zip(first.forks, forks, loads), 1):
+                if there.journal:
+                    candidates.append((fork, _decoded(there.journal), there, index))
+                    live.append(name)
             chosen = _continued(candidates, view, ctx, turns)
             if chosen is not None:
                 return chosen[0], chosen[2], False
-            if len(first.forks) >= MAX_FORKS:
+            name = str(max((int(n) for n in first.forks if n.isdigit()), default=0) + 1)
+            if len(live) >= MAX_FORKS:  # the oldest look-alike's journal is no longer found (a miss there, nothing false)
                 self.stats["forks_full"] += 1
-                return family, loaded, False
-            name = str(len(first.forks) + 1)
-            updated = first.replace(forks=(*first.forks, name))
+                live = live[len(live) - MAX_FORKS + 1:]
+            updated = first.replace(forks=(*live, name))
             encoded = updated.encoded()
             saved = await self.store.save(family, loaded, encoded, journal_text_refs(updated), {})
             if saved is False:

@@ -31,6 +31,7 @@ from litellm_prefix import profiles, wire  # noqa: E402
 from litellm_prefix.affinity import session_key  # noqa: E402
 from litellm_prefix.context import Target  # noqa: E402
 from litellm_prefix.core import Stabilizer  # noqa: E402
+from litellm_prefix.journal import Journal  # noqa: E402
 from litellm_prefix.session import (DERIVED, first_answer, first_typed, identify, synthesized_call_id,  # noqa: E402
                                     workspace)
 from litellm_prefix.settings import Settings  # noqa: E402
@@ -942,3 +943,27 @@ def test_interleaved_id_less_sessions_are_each_what_they_are_alone(case):
                  and (other.prompt, other.cwd) == (session.prompt, session.cwd))]
         for output, seen in zip(together[index], _days_seen(alike, sessions, plan, index)):
             assert session.shown_date(output) in seen
+
+
+def test_many_look_alike_sessions_each_keep_their_own_and_the_list_stays_bounded():
+    """A scheduled job that sends the same prompt in one workspace every day: each run its own journal;
+    the key's first journal lists the newest ``MAX_FORKS`` (an older run's journal is then no longer
+    found: its next request starts its own, its own values, never another's)."""
+    from litellm_prefix import core as core_module
+
+    stabilizer = Stabilizer(Settings())
+    stabilizer.clock = lambda: 1_800_000_000.0
+    runs = [Alike("gemini-cli", prompt="(agent: g) nightly", cwd="/w/a", day=day, index=day)
+            for day in range(core_module.MAX_FORKS + 3)]
+    for run in runs:
+        _run(stabilizer, run.request())
+        run.tool()
+        out = _run(stabilizer, run.request())
+        assert run.shown_date(out) == run.rendered(run.start) and NOTE_MARK not in json.dumps(out)
+    journals = [Journal.decoded(raw) for _, raw, _ in stabilizer.store.snapshot()[0].values()]
+    assert max(len(j.forks) for j in journals) == core_module.MAX_FORKS
+    old = runs[0]  # the first run goes on: still its own pins (the key's first journal is its)
+    old.day += 1
+    old.say()
+    out = _run(stabilizer, old.request())
+    assert old.shown_date(out) == old.rendered(old.start) and NOTE_MARK in json.dumps(out)
