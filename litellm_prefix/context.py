@@ -261,6 +261,11 @@ class Context:
     memo: dict = field(default_factory=dict, compare=False)
     # The tenant-scoped session key (session.scoped_key): provider hints derive from it.
     session_key: str = ""
+    # Indexes in the request's message list where the agent's own leading context ends (aider's
+    # example conversation, its repo map: session.context_ends), before the first message the user
+    # typed: sessions of the agent share those bytes, so cache marks there serve them all
+    # (rules/hints.py).
+    context_ends: tuple[int, ...] = ()
 
     def but(self, **changes: Any) -> "Context":
         """``dataclasses.replace(self, **changes)`` without its per-call field introspection (the

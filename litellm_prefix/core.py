@@ -29,8 +29,8 @@ from .sections import text_digest
 from .rules.billing import is_billing_block
 from .rules.paths import link_target
 from .journal import Journal, content_hash, unmarked
-from .session import (DERIVED, answer_turns, compaction_answers, continuation_key, continued_summary, first_user_text,
-                      identify, opening_digest, request_digest, scoped_key, turns_digest, workspace)
+from .session import (DERIVED, answer_turns, compaction_answers, context_ends, continuation_key, continued_summary,
+                      first_user_text, identify, opening_digest, request_digest, scoped_key, turns_digest, workspace)
 from .settings import Settings
 from .metrics import Stats
 from .sinks import Sinks
@@ -89,6 +89,7 @@ class Applied:
     key: str  # identify(...).cache_key
     agent: str | None
     affinity_key: str | None = None  # affinity.session_key of the client's request (no subagent stream)
+    context_ends: tuple[int, ...] = ()  # Context.context_ends, for the hints of the deployment hook
 
     def holds(self, data: Mapping[str, Any], shape: str, settings: Settings, target: Target,
               written: tuple[Any, ...] | None) -> bool:
@@ -122,6 +123,16 @@ def answer_text(response: Any) -> str | None:
         found = [t for item in output if get(item, "type") == "message" and (t := texts(get(item, "content")))]
         return "".join(found) if found else None
     return texts(get(response, "content"))
+
+
+def _context_ends(data: Mapping[str, Any], view, profile) -> tuple[int, ...]:
+    """``Context.context_ends``: ``session.context_ends`` in the request's own message list."""
+    ends = context_ends(view, profile)
+    if not ends:
+        return ()
+    items = data.get("messages") if isinstance(data.get("messages"), list) else data.get("input")
+    offset = (len(items) - len(view.body)) if isinstance(items, list) else 0
+    return tuple(offset + end for end in ends)
 
 
 def call_id_of(data: Mapping[str, Any]) -> str | None:
@@ -367,7 +378,7 @@ class Stabilizer:
             settings = profiles.apply(settings, profile)
             agent = profile.name if profile is not None else None
             ctx = Context(settings=settings, target=target or Target(), client_body=view.body,
-                          ping=is_warmup_ping(data))
+                          ping=is_warmup_ping(data), context_ends=_context_ends(data, view, profile) if hints else ())
             if settings.create_symlink:  # first: the install-path rule rewrites only roots stablePath resolves to
                 root = link_target(view, ctx)
                 if root is not None:
@@ -415,7 +426,9 @@ class Stabilizer:
         if call_id:
             self.applied[call_id] = Applied(adapter.name, model_settings, settings, target or Target(),
                                             hint_key if applied is None else applied.key, agent,
-                                            affinity_key if applied is None else applied.affinity_key)
+                                            affinity_key if applied is None else applied.affinity_key,
+                                            _context_ends(data, view, profile) if applied is None
+                                            else applied.context_ends)
             self.written[call_id] = tuple(data.get(k) for k in _VIEW_FIELDS)
         if agent:  # reported like a rule's event: every sink reads the agent from the events
             events = [Event("agent", AgentSeen(agent)), *events]
@@ -429,7 +442,7 @@ class Stabilizer:
         self.stats["requests"] += 1
         self.stats["unchanged_since_applied"] += 1
         if hints:
-            ctx = Context(settings=applied.settings, target=applied.target)
+            ctx = Context(settings=applied.settings, target=applied.target, context_ends=applied.context_ends)
             self._apply_hints(data, applied.shape, ctx, applied.key)
         # Nothing to report: the pre-call hook reported this call (its head, drift, rules, shape),
         # and a sink reports an unnamed session's hint events nowhere (``Sinks.transformed``).

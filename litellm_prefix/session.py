@@ -221,6 +221,30 @@ def _opens(item: Any, patterns: tuple[str, ...]) -> bool:
     return any(_re(pattern).match(text) for pattern in patterns)
 
 
+def context_ends(view: View, profile: "Profile | None") -> tuple[int, ...]:
+    """Where the agent's own leading context ends, in ``view.body`` (ascending; empty where the
+    profile declares none): the fixed reply closing its example conversation (``context_through``,
+    the same bytes in every session of the agent) and the message before the first typed prompt
+    (its context messages too: aider's repo map, the same in one repository). Cache marks there
+    serve every session that shares them (rules/hints.py)."""
+    if profile is None or not (profile.context_through or profile.context_messages):
+        return ()
+    body = view.body
+    ends: list[int] = []
+    first = first_user(body)
+    if first is not None and profile.context_through:
+        for index in range(first, min(len(body), first + CONTEXT_THROUGH_SCAN)):
+            if is_user_message(body[index]) and _opens(body[index], profile.context_through):
+                after = _acknowledged(body, index + 1, profile)
+                if after is not None and after - 1 > index:
+                    ends.append(after - 1)
+                break
+    typed = first_typed(view, profile)
+    if typed is not None and typed[0] >= 1 and (not ends or typed[0] - 1 > ends[-1]):
+        ends.append(typed[0] - 1)
+    return tuple(ends)
+
+
 def _acknowledged(body: Sequence[Any], at: int, profile: "Profile | None") -> int | None:
     """Where the conversation goes on after an agent's context message whose reply (at ``at``) is one
     of its fixed ones (``context_ack``), or after one with no reply at all; None: another reply."""

@@ -371,3 +371,29 @@ def test_a_deployment_litellm_treats_as_openais_breakpoint_dialect_gets_the_sess
     dialect = Target(model="gpt-5.6", provider="openai", api_base="http://egress.internal/v1",
                      accepts_prompt_cache_key=True, reads_prompt_cache_breakpoint=True)
     assert hinted(_chat_turn(), "chat", ctx(dialect))["prompt_cache_key"] == prompt_cache_key_for("k" * 32)
+
+
+def test_aiders_own_context_gets_marks_every_session_shares():
+    """aider opens every conversation with its own example conversation (its profile's
+    ``context_through``) and repo map: marks where they end, the same bytes in every session of a
+    repository, let a new session read what earlier ones wrote there. Recorded requests
+    (tests/fixtures/agents_aider); never more than four marks."""
+    from pathlib import Path
+
+    fixture = json.loads((Path(__file__).parent / "fixtures" / "agents_aider" / "aider.json").read_text())
+    claude = Target(model="anthropic/claude-sonnet-4-5", provider="anthropic", reads_cache_control=True,
+                    cache_min_tokens=1024)
+    out = {name: Stabilizer(Settings(path_check="absolute")).stabilize_sync(
+        copy.deepcopy(fixture["requests"][name]), "acompletion", target=claude, hints=True)
+        for name in ("diff/a1", "diff/b1", "diff/a2")}
+    first = out["diff/a1"]["messages"]
+    examples_end = next(i for i, m in enumerate(first) if "I switched to a new code base" in json.dumps(m)) + 1
+    assert first[examples_end]["role"] == "assistant"
+    for name, request in out.items():
+        assert count_marks(request) <= 4
+        assert f"messages[{examples_end}]" in _marks_at(request), name  # aider's reply closing its examples
+        assert _marks_at(request)[-1] == f"messages[{len(request['messages']) - 1}]"  # and the newest message
+    # the same bytes up to that mark in every session: what one session wrote there, the next reads
+    assert out["diff/a1"]["messages"][: examples_end + 1] == out["diff/b1"]["messages"][: examples_end + 1]
+    # a later turn keeps its previous turn's end marked as well
+    assert len(_marks_at(out["diff/a2"])) == 4

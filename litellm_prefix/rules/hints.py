@@ -24,13 +24,16 @@ request that goes to the chosen deployment (the deployment hook), after the view
   the total never exceeds the provider's 4.
 
   *Anthropic family* (Anthropic, Bedrock, Vertex Claude: ``cache_control``), chat and
-  ``/v1/messages``. Up to three marks, each on the block Anthropic counts:
+  ``/v1/messages``. Up to four marks, each on the block Anthropic counts:
   the end of the head in cache order (tools -> system -> messages: the last system block,
   else the last tool); the end of the previous request, which for an append-only client is
   the message right before the newest assistant message (its entry was written by the
   previous turn, so it reads exactly there however many blocks the answer appended: a
   breakpoint looks back only 20 blocks); and the newest message, where this turn writes.
-  A breakpoint is not part of the cached bytes, so the marks that move cost nothing; only
+  Where the agent's profile says its own context comes first (aider's example conversation, the
+  same in every session, and its repo map: ``Context.context_ends``), the marks left end it, so
+  a new session reads what earlier ones wrote there. A breakpoint is not part of the cached bytes, so the
+  marks that move cost nothing; only
   the tokens between the read and the last mark are written (1.25x, 2x for ``ttl: 1h``),
   and extra marks on the way add no write. On a chat ``tool`` message the mark goes on the
   message (LiteLLM puts a message mark on the ``tool_result`` block; a mark on a content
@@ -244,8 +247,16 @@ def _anthropic_marks(data: Mapping[str, Any], shape: str, ctx: Context) -> tuple
     if not placed and tools and prefix.reaches(len(tools) - 1) and isinstance(tools[-1], Mapping):
         updates["tools"] = [*tools[:-1], _with(tools[-1], "cache_control", mark)]
         placed.append("tools")
-    for name, index in (("previous_end", _previous_end(messages, head)),
-                        ("last_message", len(messages) - 1 if len(messages) > head else None)):
+    contexts = [i for i in ctx.context_ends if head <= i < len(messages) - 1]
+    previous = _previous_end(messages, head)
+    if contexts and previous is not None and previous <= contexts[-1]:
+        previous = None  # the agent's own context, not an earlier turn of the conversation
+    spots = [("previous_end", previous), ("last_message", len(messages) - 1 if len(messages) > head else None)]
+    room = 4 - len(placed) - sum(index is not None for _, index in spots)
+    spots[:0] = [("agent_context", i) for i in contexts[:max(0, room)]]
+    for name, index in spots:
+        if index is not None and new_messages[index] is not messages[index]:
+            continue  # marked already
         if index is None or not prefix.reaches(len(head_items) + index):
             continue
         marked = _anthropic_marked_message(messages[index], mark)
