@@ -14,6 +14,7 @@ byte string (``fixtures/litellm_versions_upstream.json``), the same file for eve
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -31,20 +32,28 @@ FIELDS = ("system", "messages", "metadata", "prompt_cache_key", "user")
 BRIDGED_FIELDS = ("prompt_cache_key", "user")
 
 
+# Past every provider's minimum cacheable prefix (1,024 tokens): the cache marks are decided too.
+CONVENTIONS = " Follow the repository's conventions and keep every edit small." * 100
+
+
 def _chat_with_reminder(model: str) -> dict:
     return {"model": model, "max_tokens": 16, "messages": [
-        {"role": "system", "content": "You are a coding agent. Work in the repository you are given."},
+        {"role": "system", "content": "You are a coding agent. Work in the repository you are given." + CONVENTIONS},
         {"role": "user", "content": "List the files in src/."},
         {"role": "assistant", "content": "src/ holds main.py and util.py."},
         {"role": "system", "content": "Reminder: the user's plan mode is now off."},
         {"role": "user", "content": "Open main.py."},
-    ]}
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_read_1", "type": "function", "function": {"name": "read", "arguments": '{"path": "main.py"}'}}]},
+        {"role": "tool", "tool_call_id": "call_read_1", "content": ""},  # an empty result: marked on its block
+    ], "tools": [{"type": "function", "function": {"name": "read", "description": "Read a file.", "parameters": {
+        "type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}}]}
 
 
 def _claude_code_messages(model: str) -> dict:
     return {"model": model, "max_tokens": 16, "metadata": {"user_id": CLAUDE_CODE_USER_ID},
             "system": [{"type": "text", "text": BILLING},
-                       {"type": "text", "text": "You are Claude Code, Anthropic's official CLI for Claude."}],
+                       {"type": "text", "text": "You are Claude Code, Anthropic's official CLI for Claude." + CONVENTIONS}],
             "messages": [{"role": "user", "content": "List the files in src/."},
                          {"role": "assistant", "content": "src/ holds main.py and util.py."},
                          {"role": "user", "content": "Open main.py."}]}
@@ -82,6 +91,8 @@ def test_the_overlapping_rules_send_the_same_bytes_on_every_litellm_release(prox
         assert len(raws) == 1, name
         assert "x-anthropic-billing-header" not in raws[0], name  # removed by us or by LiteLLM, never sent
         got[name] = _decided(raws[0], fields)
+    if os.environ.get("WRITE_FIXTURES") == "1":  # after a deliberate change: rewrite, then
+        EXPECTED.write_text(json.dumps(got, indent=1, ensure_ascii=False) + "\n")  # check it on every release
     expected = json.loads(EXPECTED.read_text())
     for name in CASES:
         assert got[name] == expected[name], f"{name} (LiteLLM {version('litellm')})"
