@@ -107,6 +107,19 @@ class KnownTexts:
                 self._chars -= sum(len(e.text) for e in evicted)
             return entry
 
+    def canonical(self, text: str) -> str:
+        """The known string equal to ``text`` (that object: no second copy is kept), else ``text``,
+        now known. For values derived from a text (a section, a pinned head), which often equal a
+        text seen before: a memory write changes one section of a head, and the others, the
+        pinned head among them, are the earlier head's."""
+        n = len(text)
+        key = (n, text[:32], text[-32:]) if n > 64 else text
+        with self._lock:
+            for entry in self._buckets.get(key) or ():
+                if entry.text is text or entry.text == text:
+                    return entry.text
+        return self._entry(text).text
+
     def clear(self) -> None:
         with self._lock:
             self._buckets.clear()
@@ -125,6 +138,21 @@ def text_digest(text: str) -> str:
     return entry.digest
 
 
+SHARED_CHARS = 1024  # a derived string this long is kept as the known equal one, where there is one
+
+
+def _shared(value: Any, depth: int = 0) -> Any:
+    """``value`` (a string, or tuples of them) with its long strings replaced by the known equal
+    ones (``KnownTexts.canonical``): derived values hold no second copy of a text the process
+    already holds."""
+    kind = type(value)
+    if kind is str:
+        return KNOWN.canonical(value) if len(value) >= SHARED_CHARS else value
+    if kind is tuple and depth < 2:
+        return tuple(_shared(item, depth + 1) for item in value)
+    return value
+
+
 def memo(text: str, key: Any, compute: Callable[[str], Any]) -> Any:
     """``compute(text)``, computed once per distinct text (``compute`` must be a pure function of it)."""
     entry = KNOWN.entry(text)
@@ -133,7 +161,7 @@ def memo(text: str, key: Any, compute: Callable[[str], Any]) -> Any:
     try:
         return entry.memo[key]
     except KeyError:
-        value = entry.memo[key] = compute(text)
+        value = entry.memo[key] = _shared(compute(text))
         return value
 
 
@@ -212,7 +240,7 @@ class _Memo:
         try:
             return self.values[key]
         except KeyError:
-            value = self.values[key] = compute(subject)
+            value = self.values[key] = _shared(compute(subject))
             return value
 
     def sections(self, subject: Any) -> tuple[tuple[str, str], ...] | None:
