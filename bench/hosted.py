@@ -2,7 +2,7 @@
 provider emulators (``harness/providers``), each way a gateway can run, priced by LiteLLM's cost map.
 
     .venv/bin/python -m bench.hosted            # every cell: bench/results/hosted.json, the README table
-    .venv/bin/python -m bench.hosted --short    # two agents, two providers, scenario a (make test runs it)
+    .venv/bin/python -m bench.hosted --short    # two agents, two providers, their recorded requests (make test)
 
 Cells (agent -> provider, on the agent's own route; LiteLLM translates where the two differ):
 
@@ -251,59 +251,123 @@ def aider_requests(scenarios: tuple[str, ...]) -> list[str]:
     return [n for n in names if n.split("/")[1][0] in wanted]
 
 
-def replay_aider(proxy_url: str, key: str, group: str, names: list[str]) -> list[tuple[str, float, float]]:
-    """aider's recorded requests (tests/fixtures/agents_aider), one after another, to ``group``;
-    returns each one's (name, start, end)."""
+def _post(proxy_url: str, key: str, route: str, body: dict, headers: dict) -> None:
     import urllib.request
 
+    request = urllib.request.Request(f"{proxy_url}{route}", data=json.dumps(body).encode(),
+                                     headers={**headers, "authorization": f"Bearer {key}",
+                                              "content-type": "application/json"})
+    with urllib.request.urlopen(request, timeout=120) as answer:
+        answer.read()
+
+
+def replay_aider(proxy_url: str, key: str, group: str, names: list[str]) -> list[tuple[str, float, float]]:
+    """aider's recorded requests (tests/fixtures/agents_aider), one after another, to ``group``;
+    returns each one's (session, start, end): ``variant/a1`` is session ``variant/a``."""
     fixture = json.loads(AIDER_FIXTURE.read_text())
     headers = {k: v for k, v in fixture["headers"].items() if k not in ("accept-encoding", "connection")}
     windows = []
     for name in names:
         body = {**fixture["requests"][name], "model": group, "stream": False}
         body.pop("stream_options", None)
-        request = urllib.request.Request(f"{proxy_url}/v1/chat/completions", data=json.dumps(body).encode(),
-                                         headers={**headers, "authorization": f"Bearer {key}",
-                                                  "content-type": "application/json"})
         start = time.time()
-        with urllib.request.urlopen(request, timeout=120) as answer:
-            answer.read()
-        windows.append((name, start, time.time()))
+        _post(proxy_url, key, "/v1/chat/completions", body, headers)
+        variant, request = name.split("/")
+        windows.append((f"{variant}/{request[0]}", start, time.time()))
+    return windows
+
+
+ROUTES = {"anthropic_messages": "/v1/messages", "acompletion": "/v1/chat/completions", "aresponses": "/v1/responses"}
+
+
+def recorded_calls(agent: str, first_session_only: bool = True) -> list[tuple[str, dict, dict]]:
+    """An agent's recorded client requests (``harness/hook_record``'s fixture: what the pre-call hook
+    saw through a real proxy), in order, as (route, body, headers); by default only its first
+    session's (scenario a: three prompts, a commit and a file between the first two, the next day
+    before the third), as the session id header names it."""
+    from harness import hook_record
+
+    out = []
+    for call in hook_record.load()[agent]:
+        pre = call.get("pre_call") or {}
+        route = ROUTES.get(str(pre.get("call_type")))
+        data = dict(pre.get("data") or {})
+        if route is None:
+            continue
+        # LiteLLM's own metadata (the request's headers) is ``litellm_metadata`` on /v1/messages and
+        # /v1/responses, ``metadata`` on chat; Anthropic's ``metadata`` (Claude Code's user_id) is the client's
+        meta = data.pop("litellm_metadata", None)
+        if meta is None and isinstance(data.get("metadata"), dict) and "headers" in data["metadata"]:
+            meta = data.pop("metadata")
+        headers = {k: v for k, v in ((meta or {}).get("headers") or {}).items()
+                   if k not in ("content-length", "host", "accept-encoding", "connection", "transfer-encoding")}
+        data.pop("litellm_session_id", None)
+        out.append((route, {**data, "stream": False}, headers, _session_of(headers)))
+    if first_session_only and out:
+        out = [call for call in out if call[3] == out[0][3]]
+    return [call[:3] for call in out]
+
+
+SESSION_HEADERS = ("x-claude-code-session-id", "session-id", "session_id", "x-session-affinity")
+
+
+def _session_of(headers: dict) -> str:
+    return next((headers[h] for h in SESSION_HEADERS if h in headers), "")
+
+
+PACE_SECONDS = 5.0  # the emulators' clock between two replayed requests: 12 a minute, as an agent's tool loop
+
+
+def replay_recorded(proxy_url: str, key: str, group: str, agent: str,
+                    emulator: ProviderEmulator) -> list[tuple[str, float, float]]:
+    """``recorded_calls(agent)`` to ``group``, one after another, the emulators' clock moved on
+    ``PACE_SECONDS`` before each (a replay sends in seconds what an agent sends in minutes: without
+    the pace OpenAI's 15 a minute per prefix and key would spill it); returns each one's
+    (session, start, end) on the emulators' clock."""
+    windows = []
+    for route, body, headers in recorded_calls(agent):
+        offset = float(emulator.advance(PACE_SECONDS)["offset"])
+        start = time.time() + offset
+        _post(proxy_url, key, route, {**body, "model": group}, headers)
+        windows.append((_session_of(headers), start, time.time() + offset))
     return windows
 
 
 def run_cells(cells: list[tuple[str, str]], emulator: ProviderEmulator, proxy: Any, workdir: Path,
-              scenarios: tuple[str, ...] = SCENARIOS, parallel: int = 2) -> dict:
-    """Every cell in every mode that applies: the runs, and the emulator's records attributed to them."""
+              scenarios: tuple[str, ...] = SCENARIOS, parallel: int = 2, recorded: bool = False) -> dict:
+    """Every cell in every mode that applies: the real CLIs' runs (aider's recorded requests), and
+    the emulator's records; ``recorded``: every agent's recorded requests replayed instead of its
+    CLI (``recorded_calls``: one after another, seconds in all; the short bench in make test)."""
     specs = {s.name: s for s in harness.SPECS}
-    harness.install.install_all([specs[a] for a, _ in cells if a in specs])
+    if not recorded:
+        harness.install.install_all([specs[a] for a, _ in cells if a in specs])
     jobs: dict[str, list[tuple[str, str]]] = defaultdict(list)  # agent -> its (provider, mode) runs, in order
     for agent, provider in cells:
         for mode, per_provider in MODES.items():
             if provider in per_provider:
                 jobs[agent].append((provider, mode))
     runs: list[harness.Run] = []
-    aider_windows: list[tuple[str, float, float, str, str]] = []
+    replays: list[tuple[str, str, float, float, str, str]] = []  # (agent, session, start, end, provider, mode)
     lock = threading.Lock()
 
     def agent_job(agent: str) -> None:
         for provider, mode in jobs[agent]:
-            label = f"{provider}/{mode}"
-            if agent == "aider":
-                windows = replay_aider(proxy.url, proxy.key, mode_group(provider, mode), aider_requests(scenarios))
+            label, group = f"{provider}/{mode}", mode_group(provider, mode)
+            if agent == "aider" or recorded:
+                windows = (replay_aider(proxy.url, proxy.key, group, aider_requests(scenarios)) if agent == "aider"
+                           else replay_recorded(proxy.url, proxy.key, group, agent, emulator))
                 with lock:
-                    aider_windows.extend((name, start, end, provider, mode) for name, start, end in windows)
+                    replays.extend((agent, session, start, end, provider, mode) for session, start, end in windows)
                 continue
-            env = harness.Env(proxy.url, proxy.key, workdir / provider, groups={label: mode_group(provider, mode)},
-                              proxy=proxy)
+            env = harness.Env(proxy.url, proxy.key, workdir / provider, groups={label: group}, proxy=proxy)
             done = harness.run_agent(specs[agent], env, label, scenarios)
             with lock:
                 runs.extend(done)
 
-    with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
+    with ThreadPoolExecutor(max_workers=1 if recorded else max(1, parallel)) as pool:
         list(pool.map(agent_job, list(jobs)))
-    time.sleep(1.0)
-    return {"runs": runs, "aider": aider_windows, "records": emulator.records()}
+    time.sleep(0.5)
+    return {"runs": runs, "replays": replays, "records": emulator.records()}
 
 
 def attributed(outcome: dict) -> tuple[dict[tuple[str, str, str], list[dict]], dict[int, str], dict[int, Any]]:
@@ -312,16 +376,15 @@ def attributed(outcome: dict) -> tuple[dict[tuple[str, str, str], list[dict]], d
     records = outcome["records"]
     by_cell: dict[tuple[str, str, str], list[dict]] = defaultdict(list)
     session_of: dict[int, str] = {}
-    aider_seqs = set()
-    for record in records:  # aider's replayed requests carry no agent tag: told apart by head and window
-        for name, start, end, provider, mode in outcome["aider"]:
-            if start <= record["time"] <= end and _is_aider(record):
-                by_cell[("aider", provider, mode)].append(record)
-                variant, request = name.split("/")
-                session_of[record["seq"]] = f"{variant}/{request[0]}"
-                aider_seqs.add(record["seq"])
+    replayed = set()
+    for record in records:  # replayed requests: by their window (aider's, among live runs, by its head too)
+        for agent, session, start, end, provider, mode in outcome["replays"]:
+            if start <= record["time"] <= end and (agent != "aider" or _is_aider(record)):
+                by_cell[(agent, provider, mode)].append(record)
+                session_of[record["seq"]] = session
+                replayed.add(record["seq"])
                 break
-    others = [r for r in records if r["seq"] not in aider_seqs]
+    others = [r for r in records if r["seq"] not in replayed]
     owner = harness.attribute([_adapted(r) for r in others], outcome["runs"])
     for record in others:
         run = owner.get(record["seq"])
@@ -484,7 +547,8 @@ def report(cells, scenarios, outcome: dict, out: Path, seconds: float) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--short", action="store_true", help="two agents, two providers, scenario a")
+    parser.add_argument("--short", action="store_true",
+                        help="two agents, two providers, their recorded requests replayed (no CLI run)")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--cells", nargs="*", default=None, help="agent:provider cells (default: every cell)")
     parser.add_argument("--remeasure", type=Path, default=None,
@@ -497,7 +561,7 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or RESULTS / ("hosted_short.json" if args.short else "hosted.json")
     if args.remeasure:
         saved = json.loads(args.remeasure.read_text())
-        outcome = {"records": saved["records"], "aider": [tuple(w) for w in saved["aider"]],
+        outcome = {"records": saved["records"], "replays": [tuple(w) for w in saved["replays"]],
                    "runs": [harness.Run(**r) for r in saved["runs"]]}
         return report(cells, scenarios, outcome, out, 0.0)
     import tempfile
@@ -509,8 +573,8 @@ def main(argv: list[str] | None = None) -> int:
         proxy = Proxy(work, proxy_config(emulator.url), {"LITELLM_PREFIX_LOG": str(work / "prefix.jsonl")})
         proxy.wait_ready()
         started = time.time()
-        outcome = run_cells(cells, emulator, proxy, work, scenarios)
-        (work / "outcome.json").write_text(json.dumps({"records": outcome["records"], "aider": outcome["aider"],
+        outcome = run_cells(cells, emulator, proxy, work, scenarios, recorded=args.short)
+        (work / "outcome.json").write_text(json.dumps({"records": outcome["records"], "replays": outcome["replays"],
                                                        "runs": [vars(r) for r in outcome["runs"]]}))
         return report(cells, scenarios, outcome, out, time.time() - started)
     finally:
