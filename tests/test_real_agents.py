@@ -246,7 +246,7 @@ def test_every_spec_is_installable_with_the_wheels_node():
 
 def test_real_agents_through_the_proxy(proxy, scripted_model, e2e_dir):
     rows = harness.run_specs(harness.SPECS, proxy.url, proxy.key, scripted_model, proxy.prefix_log,
-                             e2e_dir / "real-agents", modes=("plugin",), parallel=2, proxy=proxy)
+                             e2e_dir / "real-agents", modes=("plugin",), parallel=3, proxy=proxy)
     by = {(r["agent"], r["scenario"]): r for r in rows}
     problems = []
     for spec in harness.SPECS:

@@ -775,7 +775,8 @@ def run_specs(specs: list[AgentSpec], proxy_url: str, api_key: str, model: Scrip
         return [(spec, mode, run_agent(spec, env, mode, scenarios)) for spec, mode in items]
 
     with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
-        done = [x for group in pool.map(agent_job, by_agent.values()) for x in group]
+        longest_first = sorted(by_agent.values(), key=lambda items: -items[0][0].weight)
+        done = [x for group in pool.map(agent_job, longest_first) for x in group]
     time.sleep(1.0)  # the proxy's success callbacks (the log's call records) trail the last answers
     records = model.records()
     all_runs = [r for _, _, runs in done for r in runs]

@@ -69,6 +69,9 @@ class AgentSpec:
     subagent_headers: tuple[str, ...] = ()
     timeout_s: float = 120.0
     notes: str = ""  # what was learned running it (flags, quirks), for the README table
+    # Its run time relative to the others' (scheduling only: the longest start first, so that agents
+    # run side by side finish together; opencode waits seconds at every exit).
+    weight: float = 1.0
 
     def executable(self, ctx: RunContext) -> Path:
         return ctx.install_root / "node_modules" / ".bin" / self.bin

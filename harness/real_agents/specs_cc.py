@@ -177,7 +177,7 @@ def _claude_memory(ctx: RunContext) -> str:
 
 SPECS = [
     AgentSpec(
-        name="claude-code", package="@anthropic-ai/claude-code", version="2.1.332", bin="claude",
+        name="claude-code", weight=1.0, package="@anthropic-ai/claude-code", version="2.1.332", bin="claude",
         route="messages", profile="claude-code", files=_claude_files, env=_claude_env, argv=_claude_argv,
         features=frozenset({"subagent", "compaction", "skills", "images", "mcp"}), compact_argv=_claude_compact, timeout_s=180.0,
         instructions="./CLAUDE.md", memory=_claude_memory, skills_dir="./.claude/skills",
@@ -185,7 +185,7 @@ SPECS = [
         notes="ANTHROPIC_BASE_URL + ANTHROPIC_AUTH_TOKEN, every model alias -> the group; -p "
               "--dangerously-skip-permissions (IS_SANDBOX=1 as root), --continue; /compact as the prompt"),
     AgentSpec(
-        name="codex", package="@openai/codex", version="0.171.0", bin="codex",
+        name="codex", weight=0.5, package="@openai/codex", version="0.171.0", bin="codex",
         route="responses", profile="codex", files=_codex_files, env=_codex_env, argv=_codex_argv,
         skills_dir="./.agents/skills",
         features=frozenset({"subagent", "compaction", "skills", "mcp"}), compact_argv=_codex_compact, timeout_s=180.0,
@@ -193,7 +193,7 @@ SPECS = [
               "--dangerously-bypass-approvals-and-sandbox --skip-git-repo-check, exec resume --last; "
               "auto-compaction by model_auto_compact_token_limit; spawn_agent in the multi_agent_v1 namespace"),
     AgentSpec(
-        name="opencode", package="opencode-ai", version="1.18.33", bin="opencode",
+        name="opencode", weight=4.3, package="opencode-ai", version="1.18.33", bin="opencode",
         route="chat", profile="opencode", files=_opencode_files, env=_opencode_env, argv=_opencode_argv,
         skills_dir="./.opencode/skill",
         features=frozenset({"subagent", "skills", "images", "mcp"}), timeout_s=240.0,

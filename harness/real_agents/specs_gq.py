@@ -100,7 +100,7 @@ def _gemini_argv(ctx: RunContext, prompt: str, resume: bool) -> list[str]:
 
 SPECS = [
     AgentSpec(
-        name="qwen-code", package="@qwen-code/qwen-code", version=QWEN_VERSION, bin="qwen", route="chat",
+        name="qwen-code", weight=2.4, package="@qwen-code/qwen-code", version=QWEN_VERSION, bin="qwen", route="chat",
         profile="qwen-code", files=_qwen_files, env=_qwen_env, argv=_qwen_argv,
         features=frozenset({"subagent", "compaction", "skills", "tree", "mcp"}), compact_argv=_qwen_compact, timeout_s=120.0,
         aux_heads=(r"You are now acting as the managed memory extraction subagent",),
@@ -112,7 +112,7 @@ SPECS = [
         "summary then goes on as the first prompt)",
     ),
     AgentSpec(
-        name="gemini-cli", package="@google/gemini-cli", version=GEMINI_VERSION, bin="gemini", route="gemini",
+        name="gemini-cli", weight=1.5, package="@google/gemini-cli", version=GEMINI_VERSION, bin="gemini", route="gemini",
         profile="gemini-cli", files=_gemini_files, env=_gemini_env, argv=_gemini_argv,
         features=frozenset({"subagent", "skills", "tree", "mcp"}), timeout_s=120.0,
         instructions="./GEMINI.md", memory=lambda ctx: "~/.gemini/GEMINI.md", skills_dir="./.gemini/skills",

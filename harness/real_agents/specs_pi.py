@@ -37,8 +37,9 @@ def _argv(ctx: RunContext, prompt: str, resume: bool) -> list[str]:
     return ["-p", "--offline", "--provider", "litellm", "--model", ctx.model, *(["-c"] if resume else []), prompt]
 
 
-def _pi(name: str, package: str, version: str, notes: str, features: frozenset[str] = frozenset()) -> AgentSpec:
-    return AgentSpec(name=name, package=package, version=version, bin="pi", route="chat", profile="pi",
+def _pi(name: str, package: str, version: str, notes: str, features: frozenset[str] = frozenset(),
+        weight: float = 1.0) -> AgentSpec:
+    return AgentSpec(name=name, weight=weight, package=package, version=version, bin="pi", route="chat", profile="pi",
                      skills_dir="./.pi/skills" if "skills" in features else "",
                      files=_models_json, env=lambda ctx: {"PI_OFFLINE": "1"}, argv=_argv,
                      features=frozenset({"reinstall", "docs", "images"}) | features, timeout_s=90.0, notes=notes)
@@ -47,7 +48,8 @@ def _pi(name: str, package: str, version: str, notes: str, features: frozenset[s
 SPECS = [
     _pi("pi-0.73", "@mariozechner/pi-coding-agent", "0.73.1",
         "models.json custom provider; -p, -c; no session header; date and install path in the system prompt",
-        frozenset({"skills"})),
+        frozenset({"skills"}), weight=1.2),
     _pi("pi-1.6", "@earendil-works/pi-coding-agent", "1.6.0",
-        "models.json custom provider; -p, -c; no session header; install path in the <docs> section, no date"),
+        "models.json custom provider; -p, -c; no session header; install path in the <docs> section, no date",
+        weight=0.7),
 ]
