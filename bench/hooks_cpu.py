@@ -291,6 +291,9 @@ def _thread_cpu(thread) -> float:
 
 
 class Replay:
+    """The lanes' calls through ``args.replicas`` plugins, round by round (``run_round``), or
+    through the same driver without them."""
+
     def __init__(self, args, lanes: list[Lane], log_dir: Path, paths: PathCounter | None) -> None:
         self.args, self.lanes, self.paths = args, lanes, paths
         self.flush = Flush(args.flush)
@@ -307,11 +310,10 @@ class Replay:
         self.settings = Settings(**kwargs)
         self.plugins = [PrefixStabilizer(self.settings) for _ in range(args.replicas)]
         self.round = 0
-        deployment_of = {id(call): call.deployment for lane in lanes for call in lane.calls}
-        self._first = next(iter(deployment_of.values()))
+        first = lanes[0].calls[0].deployment
 
         def proxy_deployment(group: str):  # the proxy's router is not loaded: answer as it would
-            d = self._first
+            d = first
             return {"litellm_params": {k: d[k] for k in ("model", "custom_llm_provider", "api_base") if k in d},
                     "model_info": d.get("model_info") or {}}
 

@@ -155,49 +155,6 @@ class Replayed:
         await self.plugin.async_log_success_event(logged, response, None, None)
 
 
-def test_real_traffic_incremental_path_writes_and_reports_what_the_full_path_does(recorded, home):
-    """The real agents' recorded calls through the plugin with the incremental path and without:
-    the same bytes out of every hook, the same events to the sinks, and the measured shapes
-    (taken over from the previous request where the incremental path proved it) those of
-    measuring each request whole."""
-    from litellm_prefix import sinks
-    from litellm_prefix.measure import prefix
-
-    measured = Counter()
-    measure = prefix.measure
-
-    def checked(data, wire_name, target=None, tools_text=None, seen=None, same=0, serial=None):
-        out = measure(data, wire_name, target, tools_text, seen, same, serial)
-        assert out[0] == prefix.shape_of(prefix.render(data, wire_name, target, tools_text))[0]
-        measured["taken over" if None in out[1] else "whole"] += 1
-        return out
-
-    sinks.prefix = types.SimpleNamespace(measure=checked, compare=prefix.compare, Seen=prefix.Seen)
-    try:
-        fast = Replayed(recorded, Settings())
-        full = Replayed(recorded, Settings(incremental=False))
-    finally:
-        sinks.prefix = prefix
-    assert fast.outputs == full.outputs
-    assert fast.reported == full.reported
-    stats = fast.plugin.core.stats
-    assert stats["errors"] == 0 and full.plugin.core.stats["errors"] == 0
-    assert stats["incremental_appended"] > 0 and measured["taken over"] > 0
-
-
-# The share of the recorded turns that take the appended path. What holds it down on these short
-# scripted sessions (bench/hooks_cpu.py prints why each turn went as it did): every stream's first
-# request, the turn after one that changed the journal, an id-less session's first, seeded second
-# and trace turns, and a system message appended (Claude Code's date change, deferred tools).
-APPENDED_FLOOR = 0.12
-
-
-def test_real_traffic_appended_share_stays_above_its_floor(recorded, home):
-    replayed = Replayed(recorded, Settings())
-    share = replayed.plugin.core.stats["incremental_appended"] / replayed.turns
-    assert share >= APPENDED_FLOOR, (share, dict(replayed.plugin.core.stats))
-
-
 class _Counting(Replayed):
     """Counts the head reads (wire adapters' ``read``) and the head-block hashing
     (``placement.head_blocks``) inside the success callback."""
@@ -232,7 +189,69 @@ class _Counting(Replayed):
         self.reads["calls"] += 1
 
 
-def test_the_success_callback_does_not_read_the_head_again(recorded, home):
+@pytest.fixture(scope="module")
+def replayed(recorded, tmp_path_factory):
+    """The recorded calls through the plugin with the incremental path (each measured shape checked
+    against measuring the request whole, and the head reads of the success callback counted) and
+    through one without it."""
+    import os
+
+    from litellm_prefix import sinks
+    from litellm_prefix.measure import prefix
+
+    home = tmp_path_factory.mktemp("home")  # (no stablePath resolves)
+    previous_home = os.environ.get("HOME")
+    os.environ["HOME"] = str(home)
+    measured = Counter()
+    measure = prefix.measure
+
+    def checked(data, wire_name, target=None, tools_text=None, seen=None, same=0, serial=None):
+        out = measure(data, wire_name, target, tools_text, seen, same, serial)
+        assert out[0] == prefix.shape_of(prefix.render(data, wire_name, target, tools_text))[0]
+        measured["taken over" if None in out[1] else "whole"] += 1
+        return out
+
+    sinks.prefix = types.SimpleNamespace(measure=checked, compare=prefix.compare, Seen=prefix.Seen)
+    try:
+        _Counting.reads = Counter()
+        fast = _Counting(recorded, Settings())
+        full = Replayed(recorded, Settings(incremental=False))
+    finally:
+        sinks.prefix = prefix
+        if previous_home is None:
+            os.environ.pop("HOME", None)
+        else:
+            os.environ["HOME"] = previous_home
+    return fast, full, measured
+
+
+def test_real_traffic_incremental_path_writes_and_reports_what_the_full_path_does(replayed):
+    """The real agents' recorded calls through the plugin with the incremental path and without:
+    the same bytes out of every hook, the same events to the sinks, and the measured shapes
+    (taken over from the previous request where the incremental path proved it) those of
+    measuring each request whole."""
+    fast, full, measured = replayed
+    assert fast.outputs == full.outputs
+    assert fast.reported == full.reported
+    stats = fast.plugin.core.stats
+    assert stats["errors"] == 0 and full.plugin.core.stats["errors"] == 0
+    assert stats["incremental_appended"] > 0 and measured["taken over"] > 0
+
+
+# The share of the recorded turns that take the appended path. What holds it down on these short
+# scripted sessions (bench/hooks_cpu.py prints why each turn went as it did): every stream's first
+# request, the turn after one that changed the journal, an id-less session's first, seeded second
+# and trace turns, and a system message appended (Claude Code's date change, deferred tools).
+APPENDED_FLOOR = 0.12
+
+
+def test_real_traffic_appended_share_stays_above_its_floor(replayed):
+    fast = replayed[0]
+    share = fast.plugin.core.stats["incremental_appended"] / fast.turns
+    assert share >= APPENDED_FLOOR, (share, dict(fast.plugin.core.stats))
+
+
+def test_the_success_callback_does_not_read_the_head_again(recorded, replayed, home):
     """Without session affinity the success callback reads no request head; with it (placement on
     every call), it takes the session and the head blocks the placement filter found for that call:
     it reads a head only for a call the filter found no session for (a Gemini route's inner chat
@@ -240,8 +259,7 @@ def test_the_success_callback_does_not_read_the_head_again(recorded, home):
     a head is cut into blocks once."""
     from litellm_prefix import affinity
 
-    _Counting.reads = Counter()
-    plain = _Counting(recorded, Settings())
+    plain = replayed[0]
     assert plain.reads["calls"] == plain.turns and plain.reads["head read"] == 0, plain.reads
     _Counting.reads = Counter()
     affinity._BLOCKS.clear()
