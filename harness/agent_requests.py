@@ -127,8 +127,58 @@ def pi_headers() -> dict[str, str]:
     return {"user-agent": "pi/0.74.2 (linux; node/v22.11.0; x64)"}
 
 
+def gemini_native(request: dict, started_ms: int = 1796534018000) -> dict:
+    """Gemini CLI's native ``generateContent`` body for one of its requests in chat form (as LiteLLM
+    translated it for a chat deployment: ``tests/fixtures/agents_gq/gemini-cli.json``), LiteLLM's
+    translation undone: the system message as ``systemInstruction``, each user message as a ``user``
+    content (text parts), each assistant message as a ``model`` content (its text, then one
+    ``functionCall`` per tool call, with the id Gemini CLI gives it: ``<name>_<ms>_<n>``, from
+    ``started_ms`` on), each run of tool messages as one ``user`` content of ``functionResponse``
+    parts (Gemini CLI sends each response twice, as the chat form shows), the tools as one
+    ``functionDeclarations`` object (``parametersJsonSchema``)."""
+    system = [m for m in request["messages"] if m["role"] == "system"]
+    contents: list[dict] = []
+    calls: dict[str, list[str]] = {}  # chat tool-call id -> Gemini CLI's ids, oldest first
+    turn = 0
+    for message in request["messages"]:
+        role, content = message["role"], message.get("content")
+        if role == "system":
+            continue
+        if role == "user":
+            texts = [content] if isinstance(content, str) else [p["text"] for p in content if p.get("type") == "text"]
+            contents.append({"parts": [{"text": t} for t in texts], "role": "user"})
+        elif role == "assistant":
+            turn += 1
+            parts = [{"text": content}] if isinstance(content, str) and content else []
+            for n, call in enumerate(message.get("tool_calls") or []):
+                name = call["function"]["name"]
+                call_id = f"{name}_{started_ms + 1000 * turn}_{n}"
+                calls.setdefault(call["id"], []).append(call_id)
+                parts.append({"functionCall": {"id": call_id, "args": json.loads(call["function"]["arguments"]),
+                                               "name": name}})
+            contents.append({"parts": parts, "role": "model"})
+        elif role == "tool":
+            ids = calls.get(message["tool_call_id"]) or [message["tool_call_id"]]
+            name = message["tool_call_id"].removeprefix("call_")
+            part = {"functionResponse": {"name": name, "response": json.loads(message["content"]), "id": ids[-1]}}
+            if contents and contents[-1]["role"] == "user" and all("functionResponse" in p for p in contents[-1]["parts"]):
+                contents[-1]["parts"].append(part)
+            else:
+                contents.append({"parts": [part], "role": "user"})
+    body: dict = {"contents": contents}
+    if system:
+        body["systemInstruction"] = {"parts": [{"text": m["content"]} for m in system]}
+    if request.get("tools"):
+        body["tools"] = [{"functionDeclarations": [
+            {"name": t["function"]["name"], "description": t["function"].get("description", ""),
+             "parametersJsonSchema": t["function"].get("parameters") or {"type": "object", "properties": {}}}
+            for t in request["tools"]]}]
+    body["generationConfig"] = {"temperature": 1, "topP": 0.95, "topK": 64, "thinkingConfig": {"includeThoughts": True}}
+    return body
+
+
 __all__ = [
-    "TOOL_NAMES", "billing_block", "claude_code_body", "claude_code_env", "claude_code_git_status",
+    "TOOL_NAMES", "billing_block", "gemini_native", "claude_code_body", "claude_code_env", "claude_code_git_status",
     "claude_code_headers", "claude_code_prompt", "claude_code_tools", "claude_code_user_id", "codex_headers",
     "mark_last", "openai_tools", "opencode_env", "opencode_headers", "pi_headers", "responses_tools", "shuffled",
 ]

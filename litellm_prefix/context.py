@@ -49,6 +49,9 @@ class Target:
     reads_prompt_cache_breakpoint: bool = False
     # The shortest prefix the target caches at all (cost map ``prompt_cache_min_tokens``; 0: unknown).
     cache_min_tokens: int = 0
+    # LiteLLM forwards Gemini's native routes (generateContent) here in Gemini's own shape (Gemini,
+    # Vertex's Gemini API); elsewhere it makes a chat completion of them (``wire.wire_for``).
+    receives_gemini_shape: bool = False
 
 
 @lru_cache(maxsize=1024)

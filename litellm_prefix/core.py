@@ -35,7 +35,6 @@ from .settings import Settings
 from .metrics import Stats
 from .sinks import Sinks
 from .store import Store, build_store, journal_text_refs
-from .view import View
 
 logger = logging.getLogger("litellm_prefix")
 
@@ -47,7 +46,8 @@ AMBIGUOUS = Journal(trace=(0, "ambiguous", ""))
 MAX_FORKS = 16  # later look-alike sessions one derived key keeps listed (``Stabilizer._generation``): the newest
 
 # The top-level fields a wire adapter reads a request's view from.
-_VIEW_FIELDS = ("messages", "tools", "system", "input", "instructions")
+_VIEW_FIELDS = ("messages", "tools", "system", "input", "instructions", "contents", "systemInstruction",
+                "system_instruction")
 
 
 # A journal is immutable: the text a session's journal was saved as decodes once, and each later
@@ -234,17 +234,6 @@ def _body_record(encoded: bytes, body, as_sent: bool) -> dict[str, Any]:
             "last": last, "last_unmarked": unmarked_last}
 
 
-def _gemini_view(data: Mapping[str, Any]):
-    """A Gemini-shaped body's head (``systemInstruction`` text parts) as a view, read only; None
-    where the body has none of Gemini's fields."""
-    if not isinstance(data.get("contents"), list):
-        return None
-    system = data.get("systemInstruction") or data.get("system_instruction")
-    parts = system.get("parts") if isinstance(system, Mapping) else None
-    head = tuple(p["text"] for p in parts or () if isinstance(p, Mapping) and isinstance(p.get("text"), str))
-    return View(shape="gemini", head=head)
-
-
 def _fork_key(family: str, name: str) -> str:
     return scoped_key(family, f"fork\x00{name}")
 
@@ -358,7 +347,7 @@ class Stabilizer:
             return data
         started = time.perf_counter()
         try:
-            adapter = wire.wire_for(data, call_type)
+            adapter = wire.wire_for(data, call_type, target)
             if adapter is None:
                 self.stats["skipped_shape"] += 1
                 return data
@@ -801,7 +790,7 @@ class Stabilizer:
         if not self.settings.enabled or not self.settings.drift_header:
             return {}
         adapter = wire.wire_for(data)
-        view = adapter.read(data) if adapter is not None else _gemini_view(data)
+        view = adapter.read(data) if adapter is not None else None
         if view is None or not view.head:
             return {}
         headers = {str(k).lower(): v for k, v in (request_headers or {}).items()}

@@ -175,6 +175,25 @@ def route_name(call_type: Any) -> str:
     return str(getattr(call_type, "value", call_type) or "")
 
 
+def receives_gemini_shape(model: str, provider: str) -> bool:
+    """Whether LiteLLM forwards Gemini's native routes (``generateContent``) to this deployment in
+    Gemini's own shape (``contents``): it does where it has a generate-content config for the provider
+    (``ProviderConfigManager.get_provider_google_genai_generate_content_config``: ``gemini``, and
+    ``vertex_ai`` where the model takes Vertex's Gemini API); any other deployment gets a chat
+    completion LiteLLM makes of the request (``google_genai/adapters/handler.py``)."""
+    if provider == "gemini":
+        return True
+    if provider != "vertex_ai":
+        return False
+    bare = model.split("/", 1)[1] if model.startswith("vertex_ai/") else model
+    try:
+        from litellm.llms.vertex_ai.common_utils import uses_vertex_gemini_api
+
+        return bool(uses_vertex_gemini_api(bare, None))
+    except Exception:  # (another release's signature) Vertex's Gemini models
+        return "gemini" in bare.lower()
+
+
 def _messages_config(bare: str, provider: str, model_info: Mapping[str, Any] | None, api_base: str) -> Any:
     """The native ``/v1/messages`` config LiteLLM uses for this deployment (None: translated to chat).
 
@@ -311,6 +330,7 @@ def _resolved(model: str, provider: str, declared: bool | None, native_messages:
         wants_prompt_cache_key=wants_key,
         reads_prompt_cache_breakpoint=reads_prompt_cache_breakpoint(model, provider, api_base, cache_options),
         cache_min_tokens=cache_min_tokens(model, provider),
+        receives_gemini_shape=receives_gemini_shape(model, provider),
     )
 
 

@@ -104,6 +104,14 @@ def field_of(item: Any, key: str) -> Any:
 
 SYSTEM_ROLES = frozenset({"system", "developer"})
 TEXT_PART_TYPES = frozenset({"text", "input_text"})  # a text part: chat and Anthropic ``text``, Responses ``input_text``
+# Shapes whose body has no system role and alternates user and model turns (Gemini's ``contents``,
+# ``wire/gemini.py``): whatever the target, a note there is a user turn folded into a neighbour.
+_ALTERNATING_SHAPES = frozenset({"gemini"})
+
+
+def alternates_roles(shape: str) -> bool:
+    """The body of this shape holds no system message and no two user messages in a row."""
+    return shape in _ALTERNATING_SHAPES
 
 
 def is_user_message(item: Any) -> bool:

@@ -154,3 +154,58 @@ def test_native_gemini_route_reads_the_first_turn_implicitly(proxy, providers, s
     usage = _last_usage(out, "usageMetadata") if stream else out["usageMetadata"]
     assert usage["cachedContentTokenCount"] == second["cachedContentTokenCount"]
     assert usage["promptTokenCount"] == second["promptTokenCount"]
+
+
+GEMINI_CLI_HEAD = "You are Gemini CLI, an autonomous CLI agent specializing in software engineering tasks."
+BRANCH = "\u251c\u2500\u2500\u2500"  # the folder tree's "├───"
+
+
+def _session_context(nonce: str, day: str, *files: str) -> str:
+    """Gemini CLI 0.61's first-message context (getEnvironmentContext), for a workspace of its own."""
+    entries = "".join(f"{BRANCH}{name}\n" for name in files)
+    return (f"<session_context>\nThis is the Gemini CLI. We are setting up the context for our chat.\n"
+            f"Today's date is {day} (formatted according to the user's locale).\nMy operating system is: linux\n"
+            f"The project's temporary directory is: /home/dev/.gemini/tmp/{nonce}\n"
+            f"- **Workspace Directories:**\n  - /home/dev/{nonce}/ws\n- **Directory Structure:**\n\n"
+            f"Showing up to 200 items (files + folders).\n\n/home/dev/{nonce}/ws/\n{entries}\u2514\u2500\u2500\u2500.git/...\n"
+            f"\n\n</session_context>")
+
+
+def test_native_gemini_route_to_gemini_sends_the_first_context_on_a_resume(proxy, providers):
+    """Gemini CLI on its native route to a Gemini deployment (LiteLLM forwards ``contents`` as they came):
+    resumed the next day after a file was added, it re-renders its ``<session_context>``; the upstream
+    gets the first day's context and the new date and tree as a note after the new prompt, every other
+    content as sent (the emulator's record is what LiteLLM sent)."""
+    nonce = _nonce()
+    headers = {"user-agent": "GeminiCLI-tui/0.61.0/gemini-2.5-flash (linux; x64; terminal)"}
+    path = "/v1beta/models/hosted-gemini:generateContent"
+    call = {"functionCall": {"id": f"run_shell_command_{int(uuid.uuid4().int % 10**13)}_0",
+                             "args": {"command": "git status --short"}, "name": "run_shell_command"}}
+    answer = {"functionResponse": {"name": "run_shell_command", "response": {"output": "Output: (empty)"},
+                                   "id": call["functionCall"]["id"]}}
+    first = {"parts": [{"text": _session_context(nonce, "Thursday, December 3, 2026", "app.py", "README.md")},
+                       {"text": f"({nonce}) Please look at this project."}], "role": "user"}
+    body = {"systemInstruction": {"parts": [{"text": f"{GEMINI_CLI_HEAD}\n\n{_system(nonce)}"}]},
+            "tools": [{"functionDeclarations": [{"name": "run_shell_command", "description": "Run a command.",
+                                                 "parametersJsonSchema": {"type": "object", "properties": {
+                                                     "command": {"type": "string"}}}}]}],
+            "contents": [first], "generationConfig": {"temperature": 1}}
+    proxy.post(path, body, **headers)
+    body["contents"] = [first, {"parts": [call], "role": "model"}, {"parts": [answer, answer], "role": "user"}]
+    proxy.post(path, body, **headers)
+    resumed = {**first, "parts": [{"text": _session_context(nonce, "Friday, December 4, 2026", "app.py", "notes.md",
+                                                            "README.md")}, first["parts"][1]]}
+    prompt = {"parts": [{"text": "(agent: gemini-cli) What changed?"}], "role": "user"}
+    body["contents"] = [resumed, *body["contents"][1:], {"parts": [{"text": "looked"}], "role": "model"}, prompt]
+    proxy.post(path, body, **headers)
+
+    records = _records(providers, nonce)
+    assert [r["status"] for r in records] == [200, 200, 200], [r.get("error") for r in records]
+    sent = records[-1]["body"]
+    assert sent["contents"][0] == first  # the first day's context, byte for byte
+    assert sent["contents"][1:-1] == body["contents"][1:-1]  # the call, both responses, the answer
+    last = sent["contents"][-1]["parts"]
+    assert len(last) == 1 and last[0]["text"].startswith(prompt["parts"][0]["text"] + "\n\n")
+    note = last[0]["text"]
+    assert "Today's date is Friday, December 4, 2026" in note and f"{BRANCH}notes.md" in note
+    assert records[-1]["usage"]["cachedContentTokenCount"] > 0  # the first day's prefix is read

@@ -38,7 +38,7 @@ PIECES_FROM = 2048  # shorter parts are compared whole (a difference inside one 
 DIGEST = 8
 PIECE_DIGEST = array("q").itemsize  # bytes per piece digest: Python's hash, a C long long (``_pieces``)
 _KIND = {"system": "s", "tools": "t", "end": "e"}
-ROUTE_OF_WIRE = {"chat": "chat", "anthropic": "messages", "responses": "responses"}
+ROUTE_OF_WIRE = {"chat": "chat", "anthropic": "messages", "responses": "responses", "gemini": "gemini"}
 
 try:
     import orjson

@@ -78,6 +78,18 @@ def messages_of(turn: Turn, dumps: Callable[[Any], str] = _sorted_json) -> list[
             role = item.get("role") or item.get("type", "item")
             text = _text(item.get("content"), dumps) if "content" in item else dumps(item)
             out.append(("system" if role == "developer" else role, text))
+    elif turn.route == "gemini":  # Gemini's native routes: systemInstruction, then contents
+        system = request.get("systemInstruction", request.get("system_instruction"))
+        if isinstance(system, str):
+            out.append(("system", system))
+        elif isinstance(system, Mapping):
+            out.append(("system", _text(system.get("parts"), dumps)))
+        for content in request.get("contents") or []:
+            if not isinstance(content, Mapping):
+                out.append(("user", dumps(content)))
+                continue
+            role = content.get("role") or "user"
+            out.append(("assistant" if role == "model" else role, _text(content.get("parts"), dumps)))
     else:
         out.extend(chat_pair(message, dumps) for message in request.get("messages") or [])
     return out

@@ -9,7 +9,8 @@ output stays a prefix of turn N+1's. Its form follows the target's role rules
   Anthropic, Bedrock, a deployment declaring ``true``): its own message, a system
   (Responses: developer) message; on ``/v1/messages`` a user message that says it is an
   operator note (Anthropic merges consecutive user turns). Byte for byte as before.
-- ``"user"`` (the target hoists or rejects them) and ``"unknown"`` (a self-hosted
+- ``"user"`` (the target hoists or rejects them; always in Gemini's native ``contents``,
+  which have no system role: ``view.alternates_roles``) and ``"unknown"`` (a self-hosted
   OpenAI-compatible server that declares nothing): a form no chat template rejects,
   neither a system message after the first nor a user message after a user message
   (Mistral- and Gemma-family templates raise ``Conversation roles must alternate...``).
@@ -17,7 +18,8 @@ output stays a prefix of turn N+1's. Its form follows the target's role rules
   a neighbouring message of the right role (``fold``), and so is each client system
   message ``mid_system`` converted:
 
-  - after a user message (chat, Responses, Anthropic), a tool result (chat ``tool``,
+  - after a user message (chat, Responses, Anthropic, a Gemini ``user`` content, its function
+    responses included: the text goes in a text part after them), a tool result (chat ``tool``,
     Responses ``function_call_output``) or a system message the client kept: appended
     to that message after a blank line: string content, or the text part at that end of
     list content, its other keys (a cache mark) kept, so a message sent as a string on one
@@ -53,7 +55,7 @@ from typing import Any
 from ..context import Context, Event
 from ..journal import Journal, Note, content_hash
 from ..sections import memo
-from ..view import SYSTEM_ROLES, View, is_system_message
+from ..view import SYSTEM_ROLES, View, alternates_roles, is_system_message
 from .mid_system import SYSTEM_UPDATE_NOTE, as_system_update, role_rules
 from .transient import without_transient
 
@@ -129,9 +131,17 @@ def _dropped_key_holds(ctx: Context, key: str) -> bool:
     return _anchor_holds(ctx, int(index), anchor)
 
 
+def note_roles(view: View, ctx: Context) -> str:
+    """``mid_system.role_rules`` for this request: ``"user"`` (fold) for a shape whose body alternates
+    user and model turns (Gemini's ``contents``: no system role there, whatever the target)."""
+    if alternates_roles(view.shape):
+        return "user"
+    return role_rules(ctx.target, ctx.settings.supports_mid_conversation_system)
+
+
 def note_message(view: View, ctx: Context, text: str) -> dict[str, Any]:
     """A note as its own message (``place_notes`` folds it where the target's roles call for that)."""
-    keeps = view.shape != "anthropic" and role_rules(ctx.target, ctx.settings.supports_mid_conversation_system) == "system"
+    keeps = view.shape != "anthropic" and note_roles(view, ctx) == "system"
     role = "developer" if view.shape == "responses" else "system"
     return {"role": role, "content": text} if keeps else as_system_update({"content": text}, view.text_part)
 
@@ -139,7 +149,7 @@ def note_message(view: View, ctx: Context, text: str) -> dict[str, Any]:
 def place_notes(view: View, journal: Journal, ctx: Context) -> tuple[View, Journal, list[Event]]:
     """Insert every journal note after its anchor; remove placeholders of dropped messages; fold
     notes and converted system messages into their neighbours where the target's roles call for it."""
-    rules = role_rules(ctx.target, ctx.settings.supports_mid_conversation_system)
+    rules = note_roles(view, ctx)
     folding = rules != "system"
     converted = _converted_positions(view, ctx) if rules == "user" else ()  # (only there are any)
     if not journal.notes and not converted and not any(map(is_, view.body, repeat(DROPPED))):
