@@ -315,6 +315,59 @@ ENV_VARS: dict[str, str] = {
 }
 # Environment values for list keys are comma-separated.
 _LIST_ENV = frozenset({"volatile_presets"})
+
+# What each key does, one line of prose per field: the docs' settings page is generated from these,
+# the fields' defaults and ENV_VARS (`python -m tools.docs_pages`; tests/unit/docs checks the page
+# and that every field has its line). Markdown: `code` and plain words, no links.
+HELP: dict[str, str] = {
+    "enabled": "`false`: every request passes through byte-identical (`LITELLM_PREFIX=0`); also per model (`models`, `model_info.litellm_prefix`): `{\"enabled\": false}` passes that model's requests through (no journal, no report, no cache hints; session affinity, a routing setting, still applies)",
+    "log": "JSONL file of rewrites, drift, symlink events and each call's measured cache use (read by `litellm-prefix report`)",
+    "stable_path": "replacement for a volatile install root (`~` and `$VARS` expanded; must be absolute)",
+    "package_path_suffix": "suffix that marks an install root, or a list of them (files only); the detected agent's profile adds its own (pi: both package names)",
+    "create_symlink": "with `pathCheck: exists`, point `stablePath` at the head's install root before rewriting, where nothing is there or the link dangles (a link to an existing directory is never moved, a real directory never touched)",
+    "path_check": "`exists`: rewrite a root only where `stablePath` resolves to it on this disk, else to the session's first root where that holds the same npm package and version (each path looked up at most once a second); `absolute`: a gateway that cannot see the agents' disk, roots pass through; `trusted`: you declare `stablePath` resolves to the install root on every agent machine, every absolute root is rewritten",
+    "memory_snapshot": "`stable` (freeze the memory block, send deletions as notes) or `refresh` (pass through)",
+    "store": "`memory`; a single Redis: `redis://[user:pass@]host:port[/db]`, `rediss://` (TLS), `unix:///path.sock` (the plugin's own client on the event loop); Sentinel: `redis+sentinel://host:port[,host:port]/service_name[/db]` (`rediss+sentinel://` for TLS); Redis Cluster: `redis+cluster://host:port[,host:port]` (`rediss+cluster://`; needs the `cluster` extra, valkey-glide); or `proxy` (the proxy's own Redis settings, `litellm_settings.cache_params`: a cluster's `startup_nodes` go to the cluster client, anything else to LiteLLM's own client builder)",
+    "tool_order": "`auto` (the agent's order, pinned per session where it moves; a profile may say `keep` or `sort`), `sort` or `keep`",
+    "supports_mid_conversation_system": "`false`: turn late system messages into notes for every model; unset: decide per target",
+    "session_ttl_seconds": "how long an idle session's record is kept (the default: 6 hours)",
+    "max_sessions": "session records kept (least recently used dropped first)",
+    "drift_header": "add the `x-litellm-prefix-*` response headers on the proxy",
+    "models": "per-model overrides by glob, e.g. `{\"gemini/*\": {\"supportsMidConversationSystem\": false}}`; keys: `enabled`, `toolOrder`, `pathCheck`, `supportsMidConversationSystem`, `keepBillingHeader`, `promptCacheKey`, `cacheBreakpoints`, `cacheTtl`",
+    "trusted_projects": "project directories whose project file may be read (global file only)",
+    "head_policy": "`follow`: a new head is accepted (except an extension section dropped during a notification run); `pin`: the head never moves, section changes arrive as notes",
+    "notification_patterns": "regexes: a run whose first user message matches was not started by a typed prompt",
+    "memory_markers": "extra `[start, end]` marker pairs of a memory block (besides `<memory>` and `# Memory`)",
+    "volatile": "custom volatile spans: `[{\"name\": \"build\", \"pattern\": \"(?m)^Build: .+$\"}]`",
+    "volatile_presets": "`current-date` (pi), `todays-date` (Claude Code, opencode), `git-status` (Claude Code), `git-snapshot` (Qwen Code); `reminder-date`, `context-date`, `workspace-tree` (for `firstUserContext`); an agent's profile turns on its own",
+    "max_session_bytes": "cap on one session's journal, in bytes; a larger one is re-seeded (logged, counted)",
+    "store_timeout_ms": "Redis's own latency budget per call, counted once the command is on the wire (a call is given up after a whole budget in which Redis sent nothing back); past it that request uses local state",
+    "learned_volatile": "learn head lines that change only in value tokens (digit runs, grouped numbers, AM/PM, weekday and month names of dates) and pin them",
+    "learned_volatile_max_lines": "learned lines per session",
+    "learned_volatile_note_seconds": "after a learned line's first note, at most one note per this many seconds (a date change is noted at once; `0`: every change)",
+    "learned_volatile_exclude": "regexes: head lines matching one are never learned (beside the profiles' own, e.g. Claude Code's `x-anthropic-billing-header:` line)",
+    "first_user_context": "blocks an agent writes at the start of its first user message: `[{\"start\": REGEX, \"end\": REGEX or \"\", \"presets\": [...]}]`; the presets pin inside them; none of a block is part of a derived session key (profiles add their own)",
+    "listings": "lists an agent writes in an order it does not keep: `[{\"name\": NAME, \"places\": [[REGION with group list, ENTRY with group key], ...], \"enums\": false, \"order\": \"first\"}]`; `order`: `first` (the session's first order) or `sort` (by key) (profiles add their own)",
+    "transient_parts": "regexes of whole text parts an agent sends in a user message and leaves out when it replays its history; put back where a replayed message is otherwise the same (profiles add their own)",
+    "profiles": "agent profiles: `detect` the agent of each request (headers, else head signature) and turn on its presets and session ids; `force` a profile per model glob, e.g. `{\"force\": {\"local/*\": \"claude-code\"}}` (`claude-code`, `codex`, `opencode`, `pi`, `qwen-code`, `gemini-cli`, `aider`, `none`); `\"off\"` turns detection off, `\"auto\"` is the default (also in the environment)",
+    "keep_billing_header": "keep Claude Code's `x-anthropic-billing-header` system block for every target (by default it is removed for targets other than Anthropic's own API: provider `anthropic` without an `api_base` elsewhere); also per model in `models` / `model_info.litellm_prefix`, e.g. for an `anthropic/` deployment whose `api_base` is a gateway in front of Anthropic",
+    "incremental": "remember each stream's last request (its body's length and two keyed hashes of its JSON, and what the rules wrote; at most `incrementalStreams` streams and 64 MB): an unchanged repeat (a retry) reuses its output, and a request that only appends messages no rule acts on (no system message; the earlier messages byte for byte as before, same head, same journal) reuses its decisions and runs no rule; the bytes are the full path's (`false`: every request takes the full path)",
+    "incremental_streams": "streams whose last request the incremental path remembers (at most `maxSessions`; about 2 KB each beside the head written, shared with the process's memory of head texts): a stream past it, least recently used first, takes the full path at its next request",
+    "metrics_port": "serve the Prometheus metrics on `127.0.0.1:PORT/metrics` (SDK, Router; the proxy's own `/metrics` needs no port); `0`: off",
+    "prompt_cache_key": "send `prompt_cache_key` (a hash of the tenant-scoped session key) where the client sent none and the provider reads it (OpenAI, Azure OpenAI, Mistral; an `openai/` deployment with its own `api_base` counts as self-hosted); `model_info.litellm_prefix.promptCacheKey: true` opts a deployment in; `false` anywhere turns it off",
+    "cache_breakpoints": "cache marks where the client and the config set none: Anthropic-family `cache_control` (end of head, end of the previous turn, newest message), OpenAI GPT-5.6+ `prompt_cache_breakpoint` (end of head); per model too",
+    "cache_ttl": "TTL of the Anthropic marks the plugin places: `5m` (writes 1.25x) or `1h` (writes 2x; pays where sessions often idle past 5 minutes); per model too",
+    "session_affinity": "`router`: keep sessions on one deployment in the model groups where the router's `session_affinity` check is on; `always`: in every group (SDK Router, LiteLLM without the check); `off`: neither set session ids nor place sessions",
+    "placement_absolute_slack": "placement gate: a deployment within this many requests (decayed count) of the least loaded one may take a new session by its cached head",
+    "placement_relative_slack": "placement gate: so may a deployment within this many times the mean load; past both, a new session goes elsewhere",
+    "placement_move_slack": "a session back from an idle gap moves off a deployment loaded past this many times the mean (`affinity_move`, reason `overloaded`)",
+    "placement_load_seconds": "time constant of each deployment's decayed request count (the load the gate compares); a deployment neither offered nor answering this long is dropped from the index",
+    "placement_idle_seconds": "a session silent this long is at an idle boundary, the only point where the load or an expired cache moves it",
+    "placement_active_seconds": "a session that sent a request this recently counts as active on its deployment",
+    "placement_session_weight": "load of one active session, in requests of the decayed count (balances the in-flight peak)",
+    "placement_active_slack": "placement gate: a deployment with more than this many active sessions above the least active one takes no new session, cached head or not (holds the in-flight peak)",
+    "placement_cache_tokens": "one deployment's prefix cache, in tokens: an index entry older than this many prefilled tokens there counts as evicted (reason `expired` for a move); set it to what one replica's KV cache holds (the default: an 8B model on one 80 GB GPU)",
+}
 CONFIG_ENV = "LITELLM_PREFIX_CONFIG"
 PROJECT_DIR_ENV = "LITELLM_PREFIX_PROJECT_DIR"
 TRUSTED_ENV = "LITELLM_PREFIX_TRUSTED_PROJECTS"
