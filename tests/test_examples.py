@@ -1,4 +1,5 @@
-"""The examples in the README run."""
+"""The examples the docs show run (docs/getting-started.md: the SDK example, the proxy's config line,
+the example settings file)."""
 from __future__ import annotations
 
 import subprocess

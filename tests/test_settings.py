@@ -6,7 +6,7 @@ import json
 import pytest
 
 from litellm_prefix.offline.cli import main
-from litellm_prefix.settings import ENV_VARS, Settings, SettingsError, load_settings, load_with_provenance
+from litellm_prefix.settings import Settings, SettingsError, load_settings, load_with_provenance
 
 
 @pytest.fixture
@@ -103,19 +103,6 @@ def test_bad_environment_value_names_the_variable(monkeypatch):
 def test_off_switch(monkeypatch, raw, expected):
     monkeypatch.setenv("LITELLM_PREFIX", raw)
     assert load_settings().enabled is expected
-
-
-def test_every_key_has_a_row_in_the_readme():
-    from pathlib import Path
-
-    from pydantic.alias_generators import to_camel
-
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
-    for name in Settings.model_fields:
-        if name != "enabled":
-            assert f"`{to_camel(name)}`" in readme, name
-        if name in ENV_VARS:
-            assert f"`{ENV_VARS[name]}" in readme, ENV_VARS[name]
 
 
 def test_model_overrides_by_glob_then_model_info():
