@@ -30,10 +30,10 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "bench" / "scenarios"
 
-from litellm_prefix.context import Target  # noqa: E402
-from litellm_prefix.core import Stabilizer  # noqa: E402
+from litellm_prefix.request.target import Target  # noqa: E402
+from litellm_prefix.request.core import Stabilizer  # noqa: E402
 from litellm_prefix.offline.replay import _CALL_TYPES, Turn, account  # noqa: E402
-from litellm_prefix.rules.notes import unfolded  # noqa: E402
+from litellm_prefix.request.rules.notes import unfolded  # noqa: E402
 from litellm_prefix.settings import Settings  # noqa: E402
 
 AGENTS = ("claude-code", "opencode", "codex", "unknown")
@@ -80,7 +80,7 @@ def _client_items(turn: Turn) -> list:
 
 
 def _tool_names(turn: Turn) -> list[str]:
-    from litellm_prefix.view import tool_name
+    from litellm_prefix.request.view import tool_name
 
     return sorted(tool_name(t) for t in turn.request.get("tools") or [])
 

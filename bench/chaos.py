@@ -65,7 +65,7 @@ from bench.load import Session, head_of  # noqa: E402  (sets the benchmark's env
 import httpx  # noqa: E402
 from harness.procs import Proxy, RedisServer, Upstream, stop  # noqa: E402
 
-from litellm_prefix.rules.notes import unfolded  # noqa: E402
+from litellm_prefix.request.rules.notes import unfolded  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 FAULTS = ("redis", "redis-persisted", "engine", "gateway", "upstream-429", "upstream-500", "upstream-slow")

@@ -25,7 +25,7 @@ Policies, on the same trace:
   imbalanced (max - min in-flight > 64 and max > 1.5 x min) the least loaded worker; else the
   worker with the best prefix match if its match rate exceeds 0.5, else the worker with the
   smallest tree;
-- ``plugin``: this package, through the same ``litellm_prefix.placement`` code the gateway's
+- ``plugin``: this package, through the same ``litellm_prefix.fleet.placement`` code the gateway's
   ``affinity.py`` runs: a new session placed by ``placement.choose`` (head-block index
   corrected by each answer's cached tokens, load gate), a live one moved only by
   ``placement.move`` at an idle boundary; requests stabilized.
@@ -58,7 +58,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-from litellm_prefix import placement  # noqa: E402
+from litellm_prefix.fleet import placement  # noqa: E402
 
 BLOCK = 16  # tokens per engine cache block (vLLM)
 PLACEMENT_BLOCK = 512  # tokens per head block of the plugin's index (placement.BLOCK_CHARS / 4)
@@ -379,7 +379,7 @@ class SGLang(Policy):
 
 
 class Plugin(Policy):
-    """This package's placement (``litellm_prefix.placement``, the code ``affinity.py`` runs) on
+    """This package's placement (``litellm_prefix.fleet.placement``, the code ``affinity.py`` runs) on
     stabilized requests: a new session placed by ``placement.choose``, a live one moved only by
     ``placement.move`` at an idle boundary, the index fed each answer's cached tokens."""
 

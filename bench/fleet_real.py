@@ -71,7 +71,7 @@ from bench import fleet  # noqa: E402
 from harness.llama_server import LlamaServer, server_version  # noqa: E402
 from harness.procs import Proxy, free_port  # noqa: E402
 
-from litellm_prefix import affinity, placement  # noqa: E402
+from litellm_prefix.fleet import affinity, placement  # noqa: E402
 
 REPLICAS = ["replica-a", "replica-b", "replica-c", "replica-d"]
 RESULTS = ROOT / "bench" / "results" / "fleet_real.json"

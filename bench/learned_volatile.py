@@ -25,8 +25,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 from harness.realistic import pi_system_prompt  # noqa: E402
 
-from litellm_prefix.context import Target  # noqa: E402
-from litellm_prefix.core import Stabilizer  # noqa: E402
+from litellm_prefix.request.target import Target  # noqa: E402
+from litellm_prefix.request.core import Stabilizer  # noqa: E402
 from litellm_prefix.settings import Settings  # noqa: E402
 
 BASE = pi_system_prompt()

@@ -98,7 +98,7 @@ from pathlib import Path
 import httpx
 from harness.procs import Proxy, RedisServer, Upstream, proxy_config
 from harness.sessions import PiClient, memory_flip_turn
-from litellm_prefix.rules.mid_system import SYSTEM_UPDATE_NOTE
+from litellm_prefix.request.rules.mid_system import SYSTEM_UPDATE_NOTE
 
 ROOT = Path(__file__).resolve().parent.parent
 

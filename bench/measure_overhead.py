@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 from harness.realistic import conversation, openai_tools, pi_system_prompt  # noqa: E402
 
-from litellm_prefix.context import Target  # noqa: E402
+from litellm_prefix.request.target import Target  # noqa: E402
 from litellm_prefix.hook import PrefixStabilizer  # noqa: E402
 from litellm_prefix.settings import Settings  # noqa: E402
 

@@ -34,9 +34,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 from harness.realistic import TOOL_NAMES, conversation, install_root, openai_tools, pi_system_prompt, shuffled  # noqa: E402
 
-from litellm_prefix.context import Target  # noqa: E402
-from litellm_prefix.core import Stabilizer  # noqa: E402
-from litellm_prefix.sections import KNOWN  # noqa: E402
+from litellm_prefix.request.target import Target  # noqa: E402
+from litellm_prefix.request.core import Stabilizer  # noqa: E402
+from litellm_prefix.request.sections import KNOWN  # noqa: E402
 from litellm_prefix.settings import Settings  # noqa: E402
 
 
@@ -170,7 +170,7 @@ def memory(sessions: int) -> dict:
     """Journal bytes per session and RSS growth for ``sessions`` pi-like sessions in memory."""
     import gc
 
-    from litellm_prefix.store import MemoryStore
+    from litellm_prefix.fleet.store import MemoryStore
 
     store = MemoryStore(sessions + 10, 3600)
     stabilizer = Stabilizer(Settings(path_check="trusted", stable_path="/srv/pi-home",

@@ -28,10 +28,10 @@ from litellm.litellm_core_utils.default_encoding import encoding  # noqa: E402  
 from harness.realistic import PI_SUFFIX  # noqa: E402
 from harness.sessions import NOTIFICATION, PiClient, removed, updated  # noqa: E402
 
-from litellm_prefix.context import Target  # noqa: E402
-from litellm_prefix.core import Stabilizer  # noqa: E402
+from litellm_prefix.request.target import Target  # noqa: E402
+from litellm_prefix.request.core import Stabilizer  # noqa: E402
 from litellm_prefix.settings import Settings  # noqa: E402
-from litellm_prefix.store import MemoryStore  # noqa: E402
+from litellm_prefix.fleet.store import MemoryStore  # noqa: E402
 
 TURNS = 20
 

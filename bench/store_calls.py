@@ -32,8 +32,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 from harness.procs import RedisServer  # noqa: E402
 
-from litellm_prefix.store import MemoryStore, RedisStore, ResilientStore, WireRedisStore  # noqa: E402
-from litellm_prefix.store.redis import _LOAD, _SAVE, _RedisLayout  # noqa: E402
+from litellm_prefix.fleet.store import MemoryStore, RedisStore, ResilientStore, WireRedisStore  # noqa: E402
+from litellm_prefix.fleet.store.redis import _LOAD, _SAVE, _RedisLayout  # noqa: E402
 
 REQUESTS = 400
 BURN_MS = 5.0  # twice per request: LiteLLM's own work before and after the store call
@@ -152,7 +152,7 @@ async def run_all(server: RedisServer, stats: dict[str, Counter[str]], cluster=N
         except ImportError:
             pass
         if cluster is not None:  # the store's own cluster client (valkey-glide) on a 3-node cluster
-            from litellm_prefix.store.cluster import ClusterStore
+            from litellm_prefix.fleet.store.cluster import ClusterStore
 
             stores["cluster"] = resilient("cluster", ClusterStore(cluster.url, 600, 0.05))
         return await measure(stores)

@@ -1,6 +1,6 @@
 """Realistic requests of each coding agent, as they reach the gateway (headers + body).
 
-Shapes follow the agents' sources (see litellm_prefix/profiles.py ``source``): Claude Code
+Shapes follow the agents' sources (see litellm_prefix/request/profiles.py ``source``): Claude Code
 2.1.x on ``/v1/messages`` (billing block, identity line, prompt blocks with
 ``cache_control``, ``<env>``, ``gitStatus:``, MCP tools, the last mark on the newest
 message, ``metadata.user_id`` JSON), Codex on ``/v1/responses`` (``originator``,

@@ -30,7 +30,7 @@ REPLY = "ok"
 def _common_prefix_len(a: str, b: str) -> int:
     """Length of the common prefix, by binary search on slice equality (fast on 500 KB bodies).
 
-    (The same search as litellm_prefix.drift.first_difference, kept here on purpose: this
+    (The same search as litellm_prefix.request.drift.first_difference, kept here on purpose: this
     upstream is a test fixture and imports nothing from the package it checks.)"""
     n = min(len(a), len(b))
     if a[:n] == b[:n]:

@@ -1,5 +1,17 @@
 """The process's caches, in one place: each states its key, its bound and how it is invalidated.
 
+Where it sits: at the top of the package, beside ``settings`` and ``profile_data``, and below
+everything (the bottom layer of pyproject's import contracts; it imports nothing from the
+package). Every wing uses it: ``settings`` and ``request/`` (``PerObject``, ``Identity``, the
+stream records), ``fleet/`` and ``measure/`` (``Recent``, ``Expiring``). Inside any one wing it
+would make ``settings`` or the other wings import sideways into it. ``compact_json`` lives here
+too: the JSON that the caches' keys and the fingerprints are made of, which the rules, the
+drift record and the measurement all share.
+
+``Recent`` and ``Expiring`` (below) are the two time-bounded maps the others build on: answers
+remembered for a short while (the disk, LiteLLM's router) and the records one hook of a call
+writes for a later hook of the same call.
+
 Every cache here holds values derived from their key by a pure function, or a record that a
 request checks in full before it trusts it, so a hit never changes a result: a stabilizer
 with every cache empty writes the same bytes.
@@ -26,7 +38,7 @@ Elsewhere, each beside the code it serves (documented there):
   copy for one model / one profile. Key: the settings object (by identity) and the model's
   names and override / the profile's name. Bound: 256 / 64, oldest out first. Invalidation:
   none needed (settings are frozen; another settings object is another key).
-- ``journal._text_hash``, ``context`` and ``profiles``' ``lru_cache``s: pure functions of
+- ``journal._text_hash``, ``target`` and ``profiles``' ``lru_cache``s: pure functions of
   their arguments (regex compilation, a text's hash, a profile's merged settings). Bounded
   by their ``maxsize``.
 - ``Context.memo``: one request's derived values (a tool's JSON, the tools' JSON and names);
@@ -48,7 +60,9 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
@@ -223,3 +237,111 @@ class Streams:
 
     def __len__(self) -> int:
         return len(self._records)
+
+
+class Recent:
+    """Answers remembered per key for at most ``seconds``, and only while their ``stamp`` stands
+    (each element the same object, or an equal int: a list's identity and length, say). For
+    what every request asks and what changes rarely (the disk, LiteLLM's router and callbacks).
+    At most ``limit`` keys: all are dropped when it is full."""
+
+    def __init__(self, seconds: float, limit: int) -> None:
+        self.seconds, self.limit = seconds, limit
+        self._entries: dict[Any, tuple[float, tuple[Any, ...], Any]] = {}
+
+    def get(self, key: Any, compute: Callable[[], Any], stamp: tuple[Any, ...] = ()) -> Any:
+        """``compute()``, or its remembered answer (an exception is passed on, not remembered)."""
+        now = time.monotonic()
+        hit = self._entries.get(key)
+        if hit is not None and now < hit[0] and len(hit[1]) == len(stamp) and all(
+                a is b or (type(a) is int and a == b) for a, b in zip(hit[1], stamp)):
+            return hit[2]
+        value = compute()
+        if len(self._entries) >= self.limit:
+            self._entries.clear()
+        self._entries[key] = (now + self.seconds, stamp, value)
+        return value
+
+    def forget(self, key: Any) -> None:
+        """Drop the remembered answer for ``key`` (the shell changed what it was about)."""
+        self._entries.pop(key, None)
+
+
+class Expiring:
+    """A bounded map whose entries are kept at least ``seconds`` after they were set and at most
+    twice that: two generations of plain dicts, the older dropped when the newer is ``seconds``
+    old or holds half of ``maxsize``. For the records one hook of a call writes and a later hook
+    of the same call reads (milliseconds later): every request writes and reads several, and a
+    ``TTLCache`` keeps each entry's expiry in order, at several times the cost."""
+
+    __slots__ = ("seconds", "half", "clock", "_new", "_old", "_turned")
+
+    def __init__(self, maxsize: int, seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.seconds, self.half, self.clock = seconds, max(1, maxsize // 2), clock
+        self._new: dict[Any, Any] = {}
+        self._old: dict[Any, Any] = {}
+        self._turned = clock()
+
+    def _turn(self) -> None:
+        # Generations turn on a fixed grid of ``seconds`` (an entry set in one period is dropped at
+        # the end of the next: at least ``seconds``, less than twice that); a full newer one turns
+        # early, off the grid.
+        periods = int((self.clock() - self._turned) // self.seconds)
+        if periods:
+            self._old = self._new if periods == 1 else {}
+            self._new = {}
+            self._turned += periods * self.seconds
+        elif len(self._new) >= self.half:
+            self._old, self._new = self._new, {}
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._turn()
+        self._old.pop(key, None)
+        self._new[key] = value
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        self._turn()
+        value = self._new.get(key, _MISSING)
+        if value is _MISSING:
+            value = self._old.get(key, default)
+        return value
+
+    def __getitem__(self, key: Any) -> Any:
+        value = self.get(key, _MISSING)
+        if value is _MISSING:
+            raise KeyError(key)
+        return value
+
+    def __contains__(self, key: Any) -> bool:
+        return self.get(key, _MISSING) is not _MISSING
+
+    def pop(self, key: Any, default: Any = None) -> Any:
+        self._turn()
+        value = self._new.pop(key, _MISSING)
+        if value is _MISSING:
+            value = self._old.pop(key, default)
+        return value
+
+    def __len__(self) -> int:
+        self._turn()
+        return len(self._new) + len(self._old)
+
+
+_MISSING = object()
+
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def compact_json(value: Any) -> str:
+    """Compact JSON (no spaces, UTF-8 kept): orjson when it can encode the value, else the stdlib.
+
+    Only ever compared with itself (fingerprints, substring checks), so the two encoders
+    need not agree byte for byte; each value always takes the same path.
+    """
+    if orjson is not None:
+        try:
+            return orjson.dumps(value).decode()
+        except TypeError:
+            pass
+    return _ENCODER.encode(value)

@@ -20,10 +20,10 @@ from typing import Any
 
 from litellm.integrations.custom_logger import CustomLogger
 
-from . import target as targets
-from .affinity import SessionAffinity, give_session_id, session_key
-from .context import Target
-from .core import Stabilizer, call_id_of
+from .request import target as targets
+from .fleet.affinity import SessionAffinity, give_session_id, session_key
+from .request.target import Target
+from .request.core import Stabilizer, call_id_of
 from .settings import Settings, load_settings
 
 logger = logging.getLogger("litellm_prefix")

@@ -14,7 +14,8 @@ for _name in list(os.environ):
 os.environ["LITELLM_PREFIX_CONFIG"] = str(Path(__file__).parent / "no-such-global-settings.json")
 
 
-from litellm_prefix.context import Context, Target  # noqa: E402
+from litellm_prefix.request.context import Context  # noqa: E402
+from litellm_prefix.request.target import Target  # noqa: E402
 from litellm_prefix.settings import Settings  # noqa: E402
 
 
@@ -192,8 +193,8 @@ def journals_decode_to_what_was_saved(monkeypatch):
     that orjson wrote the stdlib's bytes (a replica of an older version reads and compares them)."""
     import json
 
-    from litellm_prefix import core
-    from litellm_prefix.journal import Journal
+    from litellm_prefix.request import core
+    from litellm_prefix.request.journal import Journal
 
     remember = core._remember_decoded
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from litellm_prefix.affinity import GENERATED, SessionAffinity, client_session_id, give_session_id, session_key
+from litellm_prefix.fleet.affinity import GENERATED, SessionAffinity, client_session_id, give_session_id, session_key
 from litellm_prefix.settings import Settings
-from litellm_prefix.store import MemoryStore, build_store
+from litellm_prefix.fleet.store import MemoryStore, build_store
 
 pytestmark = pytest.mark.anyio
 
@@ -199,10 +199,11 @@ def test_the_router_check_is_asked_again_when_litellm_s_callbacks_change(monkeyp
     from litellm.caching.dual_cache import DualCache
     from litellm.router_utils.pre_call_checks.deployment_affinity_check import DeploymentAffinityCheck
 
-    from litellm_prefix import affinity, context
+    from litellm_prefix.fleet import affinity
+    import time
 
     clock = [1000.0]
-    monkeypatch.setattr(context.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
     check = DeploymentAffinityCheck(cache=DualCache(), ttl_seconds=60, enable_user_key_affinity=False,
                                     enable_responses_api_affinity=False, enable_session_id_affinity=False)
     callbacks: list = []

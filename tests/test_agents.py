@@ -23,19 +23,18 @@ from harness.agent_requests import (
     opencode_headers,
     pi_headers,
 )
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 from harness.realistic import TOOL_NAMES, openai_tools, pi_system_prompt, responses_tools
 
-from litellm_prefix.sinks import flush_logs
-from litellm_prefix import profiles
-from litellm_prefix.context import Target
-from litellm_prefix.core import Stabilizer
-from litellm_prefix.journal import content_hash
-from litellm_prefix.rules.notes import unfolded
-from litellm_prefix.session import scoped_key, session_id, session_stream, tenant_of
+from litellm_prefix.measure.sinks import flush_logs
+from litellm_prefix.request import profiles
+from litellm_prefix.request.target import Target
+from litellm_prefix.request.core import Stabilizer
+from litellm_prefix.request.journal import content_hash
+from litellm_prefix.request.rules.notes import unfolded
+from litellm_prefix.request.session import scoped_key, session_id, session_stream, tenant_of
 from litellm_prefix.settings import ProfilesSetting, Settings, SettingsError, load_settings
-from litellm_prefix.view import View
+from litellm_prefix.request.view import View
 
 VLLM = Target(model="hosted_vllm/qwen3-coder", provider="hosted_vllm")
 ANTHROPIC = Target(model="anthropic/claude-sonnet-4-5", provider="anthropic")
@@ -295,7 +294,7 @@ def test_billing_block_removal_is_idempotent_and_works_on_the_translated_chat_sh
 
 
 def test_litellm_strip_decision_matches_litellm_provider_configs():
-    from litellm_prefix.target import litellm_strips_billing
+    from litellm_prefix.request.target import litellm_strips_billing
 
     assert litellm_strips_billing("anthropic_messages", "hosted_vllm/qwen", "hosted_vllm", None) is False
     assert litellm_strips_billing("anthropic_messages", "anthropic/claude-sonnet-4-5", "anthropic", None) is False

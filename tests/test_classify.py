@@ -7,8 +7,7 @@ code builds them.
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from litellm_prefix.measure.classify import Expected, Measured, Policy, classify, measure, policy
 
@@ -183,7 +182,7 @@ _counts = st.one_of(st.none(), st.integers(0, 50_000), st.just(True), st.just("1
 def test_timings_read_lazily_measure_the_same(usage, details, timings, as_object, in_slo):
     from types import SimpleNamespace
 
-    from litellm_prefix.sinks import _measured
+    from litellm_prefix.measure.sinks import _measured
 
     usage = {**usage, **({"prompt_tokens_details": details} if details is not None else {})}
     body = {"usage": usage, **({"timings": timings} if timings is not None else {})}

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from litellm_prefix.metrics import Metrics
+from litellm_prefix.measure.metrics import Metrics
 
 ROOT = Path(__file__).resolve().parent.parent
 DASHBOARD = ROOT / "config" / "grafana" / "litellm-prefix.json"

@@ -9,12 +9,12 @@ import logging
 import pytest
 from harness.realistic import TOOL_NAMES, conversation, install_root, openai_tools, pi_sections, pi_system_prompt, render_pi, shuffled
 
-from litellm_prefix.drift import first_difference, head_record
-from litellm_prefix.sections import parse_head
+from litellm_prefix.request.drift import first_difference, head_record
+from litellm_prefix.request.sections import parse_head
 from litellm_prefix.hook import PrefixStabilizer
-from litellm_prefix.wire import chat
+from litellm_prefix.request.wire import chat
 from litellm_prefix.settings import Settings
-from litellm_prefix.sinks import flush_logs
+from litellm_prefix.measure.sinks import flush_logs
 
 pytestmark = pytest.mark.anyio
 
@@ -122,7 +122,7 @@ _DRIFT_FIELDS = {"event", "changed", "first_diff_char", "first_diff_token_est", 
 
 
 async def test_the_drift_record_has_the_logs_fields_and_names_tools_only_when_they_changed(tmp_path):
-    # The typed payload (context.Drift) writes the record `report` reads: the same field names,
+    # The typed payload (events.Drift) writes the record `report` reads: the same field names,
     # "tools" only on a tools change (never a null).
     h = _handler(tmp_path)
     tools = openai_tools(TOOL_NAMES[:10])

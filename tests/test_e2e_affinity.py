@@ -17,7 +17,7 @@ from collections import Counter, defaultdict
 import pytest
 from harness.procs import Proxy, Upstream, log_records
 
-from litellm_prefix.rules.hints import count_marks
+from litellm_prefix.request.rules.hints import count_marks
 
 pytestmark = pytest.mark.e2e
 

@@ -23,9 +23,9 @@ import pytest
 from harness.procs import sdk_callbacks
 
 from litellm_prefix.hook import PrefixStabilizer
-from litellm_prefix.rules.mid_system import SYSTEM_UPDATE_NOTE
-from litellm_prefix.rules.notes import MERGED_NOTE_END
-from litellm_prefix.rules.volatile import volatile_note
+from litellm_prefix.request.rules.mid_system import SYSTEM_UPDATE_NOTE
+from litellm_prefix.request.rules.notes import MERGED_NOTE_END
+from litellm_prefix.request.rules.volatile import volatile_note
 from litellm_prefix.settings import Settings
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio]

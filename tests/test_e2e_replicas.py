@@ -7,7 +7,7 @@ import pytest
 from harness.procs import log_records
 from harness.sessions import PiClient, memory_flip_turn, removed
 
-from litellm_prefix.rules.notes import unfolded
+from litellm_prefix.request.rules.notes import unfolded
 
 pytestmark = pytest.mark.e2e
 

@@ -1,12 +1,11 @@
-"""context.Expiring: the per-call records (applied, written, reports, pending) are kept at least
+"""caches.Expiring: the per-call records (applied, written, reports, pending) are kept at least
 their time and at most twice it, within their size, and read like the TTLCache they replaced."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
-from litellm_prefix.context import Expiring
+from litellm_prefix.caches import Expiring
 
 
 class Clock:

@@ -16,16 +16,15 @@ import random
 import re
 
 from harness.agent_requests import billing_block, claude_code_headers, claude_code_prompt, claude_code_tools, mark_last
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
-from litellm_prefix import profiles
-from litellm_prefix.context import Target
-from litellm_prefix.core import Stabilizer
-from litellm_prefix.journal import Journal, unmarked
-from litellm_prefix.rules.volatile import context_blocks, context_note
+from litellm_prefix.request import profiles
+from litellm_prefix.request.target import Target
+from litellm_prefix.request.core import Stabilizer
+from litellm_prefix.request.journal import Journal, unmarked
+from litellm_prefix.request.rules.volatile import context_blocks, context_note
 from litellm_prefix.settings import VOLATILE_PRESETS, ContextBlock, Settings
-from litellm_prefix.store import MemoryStore
+from litellm_prefix.fleet.store import MemoryStore
 
 VLLM = Target(model="hosted_vllm/qwen3-coder", provider="hosted_vllm")
 CC_BLOCK = profiles.CLAUDE_CODE.first_user_context
@@ -231,7 +230,7 @@ def test_profile_declares_the_claude_code_block():
 
 
 def _rules(declared):
-    from litellm_prefix.rules.volatile import _context_rules
+    from litellm_prefix.request.rules.volatile import _context_rules
 
     return _context_rules(tuple(ContextBlock(start=a, end=b, presets=c) for a, b, c in declared))
 
@@ -491,8 +490,8 @@ def test_qwen_code_0_24_every_replayed_query_gets_its_date_reminder_back_and_not
 
 
 def test_qwen_code_0_24_session_key_is_the_first_prompt_without_the_reminders():
-    from litellm_prefix.session import first_typed
-    from litellm_prefix.view import View
+    from litellm_prefix.request.session import first_typed
+    from litellm_prefix.request.view import View
 
     requests = qwen24_processes(["Thursday, December 3, 2026", "Friday, December 4, 2026"])
     typed = {json.dumps(first_typed(View(shape="chat", head=(), body=tuple(r["messages"][1:])), profiles.QWEN_CODE))

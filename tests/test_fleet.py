@@ -1,4 +1,4 @@
-"""bench/fleet.py's cache model and policies, and litellm_prefix.placement's decisions."""
+"""bench/fleet.py's cache model and policies, and litellm_prefix.fleet.placement's decisions."""
 from __future__ import annotations
 
 import json
@@ -7,7 +7,7 @@ import random
 import pytest
 from harness.procs import load_bench
 
-from litellm_prefix import placement
+from litellm_prefix.fleet import placement
 
 
 @pytest.fixture(scope="module")
@@ -183,7 +183,7 @@ def test_a_slot_engine_takes_a_similar_slot_only_past_the_similarity_threshold(f
 
 def test_real_fleet_requests_share_a_kinds_head_bytes_exactly_and_nothing_across_kinds():
     from bench import fleet_real
-    from litellm_prefix import affinity
+    from litellm_prefix.fleet import affinity
 
     steps = fleet_real.steps(sessions=12, turns=3, seed=1, scale=0.1, horizon_s=120)
     assert steps == fleet_real.steps(sessions=12, turns=3, seed=1, scale=0.1, horizon_s=120)  # deterministic

@@ -12,21 +12,20 @@ from __future__ import annotations
 import copy
 import random
 
-from hypothesis import HealthCheck, event, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, event, given, settings, strategies as st
 from harness.realistic import TOOL_NAMES, openai_tools, paragraph, pi_sections, render_pi
 from harness.sessions import NOTIFICATION, removed, updated
 from test_section_order import FORCED_ORDER, PI_ORDER, heads, pi_099_parts, render
 
 from litellm_prefix.offline import replay
-from litellm_prefix.context import Context
-from litellm_prefix.core import Stabilizer
-from litellm_prefix.journal import Journal
-from litellm_prefix.rules import section_order
-from litellm_prefix.rules.section_order import head_units, keep_section_order, patched_units, record_section_order
-from litellm_prefix.sections import JOIN, PI_SECTIONS, parse_patch
+from litellm_prefix.request.context import Context
+from litellm_prefix.request.core import Stabilizer
+from litellm_prefix.request.journal import Journal
+from litellm_prefix.request.rules import section_order
+from litellm_prefix.request.rules.section_order import head_units, keep_section_order, patched_units, record_section_order
+from litellm_prefix.request.sections import JOIN, PI_SECTIONS, parse_patch
 from litellm_prefix.settings import Settings
-from litellm_prefix.view import View
+from litellm_prefix.request.view import View
 
 EDIT = "\n- Deploys are frozen on Fridays"
 

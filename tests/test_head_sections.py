@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import random
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 from harness.realistic import PI_SUFFIX, TOOL_NAMES, install_root, pi_sections, render_pi, shuffled, tool_lines
 
-from litellm_prefix.context import Context
-from litellm_prefix.journal import content_hash
-from litellm_prefix.rules.paths import rewrite_text, stabilize_install_paths
-from litellm_prefix.rules.tools import normalize_tool_order, sort_tools_section
-from litellm_prefix.sections import KNOWN, JOIN, KnownTexts, SectionedText, parse_head, text_digest
+from litellm_prefix.request.context import Context
+from litellm_prefix.request.journal import content_hash
+from litellm_prefix.request.rules.paths import rewrite_text, stabilize_install_paths
+from litellm_prefix.request.rules.tools import normalize_tool_order, sort_tools_section
+from litellm_prefix.request.sections import KNOWN, JOIN, KnownTexts, SectionedText, parse_head, text_digest
 from litellm_prefix.settings import Settings
-from litellm_prefix.view import View
+from litellm_prefix.request.view import View
 
 ROOTS = [install_root("a"), install_root("b"), "/srv/x/" + PI_SUFFIX, "relative/" + PI_SUFFIX, "/" + PI_SUFFIX]
 fast = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -5,13 +5,13 @@ import copy
 import json
 
 import pytest
-from hypothesis import given, settings as hsettings
-from hypothesis import strategies as st
+from hypothesis import given, settings as hsettings, strategies as st
 
-from litellm_prefix import pipeline
-from litellm_prefix.context import Context, Target
-from litellm_prefix.core import Stabilizer
-from litellm_prefix.rules.hints import MARK, MARK_1H, OPENAI_MARK, count_marks, prompt_cache_key_for
+from litellm_prefix.request import pipeline
+from litellm_prefix.request.context import Context
+from litellm_prefix.request.target import Target
+from litellm_prefix.request.core import Stabilizer
+from litellm_prefix.request.rules.hints import MARK, MARK_1H, OPENAI_MARK, count_marks, prompt_cache_key_for
 from litellm_prefix.settings import Settings
 
 # A realistic head: past every provider's minimum cacheable prefix (1,024 tokens) on its own.
@@ -86,7 +86,7 @@ def test_prompt_cache_key_only_where_the_target_uses_it(target, sent):
 
 
 def test_the_deployment_asks_for_the_key_in_model_info():
-    from litellm_prefix.target import resolve as target_for
+    from litellm_prefix.request.target import resolve as target_for
 
     plain = target_for("hosted_vllm/qwen", None, None, api_base="http://127.0.0.1:8000/v1", call_type="acompletion")
     asked = target_for("hosted_vllm/qwen", None, {"litellm_prefix": {"promptCacheKey": True}},
@@ -300,7 +300,7 @@ def test_gpt56_responses_mark_the_last_leading_developer_item():
 
 
 def test_the_deployment_decides_the_dialect_as_litellm_does():
-    from litellm_prefix import target as targets
+    from litellm_prefix.request import target as targets
 
     assert targets.resolve("gpt-5.6", "openai", None).reads_prompt_cache_breakpoint
     assert not targets.resolve("gpt-5.5", "openai", None).reads_prompt_cache_breakpoint

@@ -114,7 +114,7 @@ async def test_internal_error_passes_the_request_through_and_is_counted(monkeypa
     def boom(view, journal, ctx):
         raise RuntimeError(f"rule bug near {view.head[0][:40]}")
 
-    monkeypatch.setattr("litellm_prefix.pipeline.RULES", [boom])
+    monkeypatch.setattr("litellm_prefix.request.pipeline.RULES", [boom])
     with caplog.at_level(logging.ERROR, logger="litellm_prefix"):
         out = await handler.async_pre_call_deployment_hook(data, "acompletion")
     assert out == snapshot
@@ -181,7 +181,7 @@ async def test_non_chat_call_types_are_untouched():
 
 
 async def test_a_failing_deployment_lookup_still_stabilizes(monkeypatch, caplog):
-    import litellm_prefix.target as target
+    import litellm_prefix.request.target as target
 
     def broken(group):
         raise RuntimeError("router exploded")
@@ -212,7 +212,7 @@ async def test_deployment_hook_on_the_objects_the_pre_call_hook_wrote_redoes_not
     assert out["messages"] is first["messages"] and out["tools"] == first["tools"]
     assert "call-1" not in fast.core.written  # the request's objects are not kept once read
     # The same bytes and the same provider hint as running the stateless rules again.
-    monkeypatch.setattr("litellm_prefix.core.Applied.holds", lambda *a: False)
+    monkeypatch.setattr("litellm_prefix.request.core.Applied.holds", lambda *a: False)
     slow = PrefixStabilizer(settings)
     _, again = await _pre_then_deployment(slow, _noisy_request())
     assert slow.core.stats["unchanged_since_applied"] == 0
@@ -263,7 +263,7 @@ def _agent_calls() -> list[tuple[str, dict]]:
 
 @pytest.mark.parametrize("index", range(6))
 async def test_the_session_id_given_for_affinity_is_the_session_key_of_the_clients_request(index):
-    from litellm_prefix.affinity import client_session_id, session_key
+    from litellm_prefix.fleet.affinity import client_session_id, session_key
 
     call_type, data = _agent_calls()[index]
     handler = PrefixStabilizer(Settings(path_check="absolute", session_affinity="always"))
@@ -288,8 +288,8 @@ async def test_no_session_id_is_given_where_no_router_check_reads_it():
 async def test_a_session_id_is_given_where_litellm_picks_a_pod_by_it(monkeypatch):
     """LiteLLM 1.110's Kubernetes pod discovery reads the session id on a deployment that turns it
     on: the pre-call hook gives the session key there too (and only there), as for its router."""
-    from litellm_prefix import target
-    from litellm_prefix.affinity import client_session_id, session_key
+    from litellm_prefix.request import target
+    from litellm_prefix.fleet.affinity import client_session_id, session_key
 
     monkeypatch.setattr(target, "litellm_does", lambda: target.LiteLLMDoes(pod_discovery=True))
     call_type, data = _agent_calls()[1]
@@ -311,7 +311,7 @@ def test_target_follows_the_values_it_reads_although_remembered(monkeypatch):
     reads: a changed value (the switch, the declaration, the endpoints) gives its own target."""
     import litellm
 
-    from litellm_prefix.target import resolve as target_for
+    from litellm_prefix.request.target import resolve as target_for
 
     monkeypatch.setattr(litellm, "openai_system_messages_first", False, raising=False)
     plain = target_for("openai/gpt-4o", None, None, api_base="http://a/v1", call_type="acompletion")
@@ -332,7 +332,8 @@ def test_context_but_is_dataclasses_replace():
     request's memo, and leaves the original as it was."""
     import dataclasses
 
-    from litellm_prefix.context import Context, Target
+    from litellm_prefix.request.context import Context
+    from litellm_prefix.request.target import Target
     from litellm_prefix.settings import Settings
 
     ctx = Context(settings=Settings(), target=Target(model="m"), client_body=({"role": "user"},), ping=True)
@@ -351,8 +352,8 @@ def test_the_proxy_deployment_of_a_group_is_asked_again_when_the_router_changes(
     shrunk in place, or once a second has passed."""
     import types
 
-    from litellm_prefix import context
-    from litellm_prefix import target as hook
+    import time
+    from litellm_prefix.request import target as hook
 
     class Router:
         def __init__(self, model_list):
@@ -364,7 +365,7 @@ def test_the_proxy_deployment_of_a_group_is_asked_again_when_the_router_changes(
             return [d for d in self.model_list if d["model_name"] == model_name]
 
     clock = [50.0]
-    monkeypatch.setattr(context.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
     monkeypatch.setattr(hook, "DEPLOYMENTS", hook.Recent(hook.DEPLOYMENT_SECONDS, 1024))
     a = {"model_name": "g", "litellm_params": {"model": "openai/a"}}
     router = Router([a])

@@ -14,17 +14,16 @@ from collections import Counter
 
 import pytest
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 from harness.agent_requests import claude_code_headers, mark_last
 from harness.sessions import NOTIFICATION, PiClient, memory_flip_turn, removed, resume_session_requests
 
 from litellm_prefix.caches import RECORD_BYTES, StreamRecord, Streams
-from litellm_prefix.context import Target
-from litellm_prefix.core import Stabilizer
-from litellm_prefix.journal import unmarked
+from litellm_prefix.request.target import Target
+from litellm_prefix.request.core import Stabilizer
+from litellm_prefix.request.journal import unmarked
 from litellm_prefix.settings import Settings
-from litellm_prefix.store import MemoryStore
+from litellm_prefix.fleet.store import MemoryStore
 from tests.test_agents import _cc_session
 from tests.test_properties import PROVIDERS, messages, requests
 

@@ -9,14 +9,14 @@ import copy
 import pytest
 from harness.sessions import NOTIFICATION, PiClient, removed, updated
 
-from litellm_prefix.context import Target
-from litellm_prefix.core import Stabilizer
-from litellm_prefix.rules.memory import correction
-from litellm_prefix.rules.mid_system import SYSTEM_UPDATE_NOTE
-from litellm_prefix.rules.notes import MERGED_NOTE_END
-from litellm_prefix.rules.volatile import volatile_note
+from litellm_prefix.request.target import Target
+from litellm_prefix.request.core import Stabilizer
+from litellm_prefix.request.rules.memory import correction
+from litellm_prefix.request.rules.mid_system import SYSTEM_UPDATE_NOTE
+from litellm_prefix.request.rules.notes import MERGED_NOTE_END
+from litellm_prefix.request.rules.volatile import volatile_note
 from litellm_prefix.settings import Settings
-from litellm_prefix.store import MemoryStore
+from litellm_prefix.fleet.store import MemoryStore
 
 
 def _stabilizer(**kwargs) -> Stabilizer:

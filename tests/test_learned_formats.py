@@ -11,12 +11,11 @@ from __future__ import annotations
 import json
 from datetime import datetime, timedelta, timezone
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 from test_learned_volatile import PREAMBLE, _stabilizer, expected, run
 
-from litellm_prefix.journal import Journal, LearnedLine, LearnState
-from litellm_prefix.rules.volatile import _hex, candidate_lines, is_nonce_change, shape_key, shape_of
+from litellm_prefix.request.journal import Journal, LearnedLine, LearnState
+from litellm_prefix.request.rules.volatile import _hex, candidate_lines, is_nonce_change, shape_key, shape_of
 
 T0 = datetime(2026, 11, 30, 23, 50, 0, tzinfo=timezone.utc)
 

@@ -12,13 +12,12 @@ import re
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
-from litellm_prefix.context import Target
-from litellm_prefix.core import Stabilizer
-from litellm_prefix.journal import Journal
-from litellm_prefix.rules.volatile import (
+from litellm_prefix.request.target import Target
+from litellm_prefix.request.core import Stabilizer
+from litellm_prefix.request.journal import Journal
+from litellm_prefix.request.rules.volatile import (
     MAX_TRACKED_LINES,
     candidate_lines,
     is_nonce_change,
@@ -26,7 +25,7 @@ from litellm_prefix.rules.volatile import (
     shape_of,
 )
 from litellm_prefix.settings import Settings
-from litellm_prefix.store import MemoryStore
+from litellm_prefix.fleet.store import MemoryStore
 
 OPENAI = Target(provider="openai")
 T0 = datetime(2026, 12, 3, 8, 0, 0, tzinfo=timezone.utc)
@@ -420,8 +419,8 @@ def test_unknown_agent_through_the_proxy_sends_one_head_upstream(proxy, upstream
 @given(st.lists(st.one_of(st.text(max_size=40), st.sampled_from(["v1.2.3", "é 7", "\u0663", "x" * 1001 + "1", "\r9"])),
                 max_size=30))
 def test_candidate_lines_of_a_segment_are_its_short_lines_holding_an_ascii_digit(lines):
-    from litellm_prefix.rules.volatile import MAX_LINE_CHARS, _digit_lines, shape_key
-    from litellm_prefix.sections import JOIN
+    from litellm_prefix.request.rules.volatile import MAX_LINE_CHARS, _digit_lines, shape_key
+    from litellm_prefix.request.sections import JOIN
 
     segment = "\n".join(lines)
     # also as a pi head: the same lines in sections (each section read on its own)
@@ -434,7 +433,7 @@ def test_candidate_lines_of_a_segment_are_its_short_lines_holding_an_ascii_digit
 
 def test_journal_text_with_a_lone_surrogate_round_trips():
     """orjson refuses a lone surrogate (valid JSON, so possible in a prompt): the stdlib writes and reads it."""
-    from litellm_prefix.journal import MemoryRecord, Note
+    from litellm_prefix.request.journal import MemoryRecord, Note
 
     journal = Journal(memory=MemoryRecord("<memory>", "keep \ud800 this \u2028 \x1f ünïcode"),
                       notes=(Note(3, "a" * 20, "memory", "note \udfff"),), requests=4)

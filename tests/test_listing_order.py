@@ -10,13 +10,12 @@ import copy
 import json
 import re
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
-from litellm_prefix import profiles
-from litellm_prefix.context import Target
-from litellm_prefix.core import Stabilizer
-from litellm_prefix.journal import Journal
+from litellm_prefix.request import profiles
+from litellm_prefix.request.target import Target
+from litellm_prefix.request.core import Stabilizer
+from litellm_prefix.request.journal import Journal
 from litellm_prefix.settings import Settings
 
 VLLM = Target(model="hosted_vllm/gemini-like", provider="hosted_vllm")

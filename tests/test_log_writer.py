@@ -9,7 +9,7 @@ import json
 import logging
 from collections import Counter
 
-from litellm_prefix.sinks import LogWriter
+from litellm_prefix.measure.sinks import LogWriter
 
 
 def _records(n: int, start: int = 0) -> list[dict]:

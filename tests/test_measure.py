@@ -18,10 +18,10 @@ from hypothesis import given, settings as hsettings, strategies as st
 from prometheus_client import REGISTRY
 from harness.realistic import conversation, openai_tools, pi_sections, render_pi
 
-from litellm_prefix.sinks import flush_logs
+from litellm_prefix.measure.sinks import flush_logs
 from litellm_prefix.measure import prefix
-from litellm_prefix.context import Target
-from litellm_prefix.core import Stabilizer
+from litellm_prefix.request.target import Target
+from litellm_prefix.request.core import Stabilizer
 from litellm_prefix.offline.replay import Turn, common_prefix, render, tokens
 from litellm_prefix.settings import Settings
 
@@ -112,7 +112,7 @@ def test_the_last_request_kept_for_measuring_is_bounded_in_bytes(tmp_path, monke
     """Each session's last chat request is kept (``sinks.seen``) to measure the next one from
     where it differs; past the byte bound, or for one request larger than it, a session is
     measured whole, with the same classes and no internal error."""
-    from litellm_prefix import sinks
+    from litellm_prefix.measure import sinks
 
     s = Session(tmp_path)
     outs = [s.call(req) for req in turns(4, pi_head())]
@@ -242,7 +242,7 @@ def test_metric_counts_go_to_the_registry_as_counter_inc_would():
     ``Counter.inc`` refuses it, and a child laid out otherwise is counted by its own ``inc``."""
     from prometheus_client import CollectorRegistry
 
-    from litellm_prefix import metrics
+    from litellm_prefix.measure import metrics
 
     registry = CollectorRegistry()
     m = metrics.Metrics(registry)
@@ -333,8 +333,8 @@ def test_shared_prefix_over_parts_never_exceeds_the_true_one(messages, edit, rep
 
 def test_agent_profile_becomes_a_label_and_a_field(tmp_path, monkeypatch):
     """The agent detection reports an ``agent`` event (profile name); sinks label calls with it."""
-    from litellm_prefix import pipeline
-    from litellm_prefix.context import Event
+    from litellm_prefix.request import pipeline
+    from litellm_prefix.request.events import Event
 
     def detected(view, journal, ctx):
         return view, journal, [Event("agent", {"name": "pi"})]
@@ -375,7 +375,7 @@ def test_metrics_port_serves_the_metrics_standalone(tmp_path):
     import httpx
     from harness.procs import free_port
 
-    from litellm_prefix import metrics
+    from litellm_prefix.measure import metrics
 
     port = free_port()
     stabilizer = Stabilizer(Settings(path_check="absolute", metrics_port=port))

@@ -5,9 +5,9 @@ import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 from harness.realistic import conversation, pi_system_prompt
 
-from litellm_prefix.context import Target
-from litellm_prefix.rules.mid_system import SYSTEM_UPDATE_NOTE, place_mid_conversation_system, target_keeps_mid_system
-from litellm_prefix.view import View
+from litellm_prefix.request.target import Target
+from litellm_prefix.request.rules.mid_system import SYSTEM_UPDATE_NOTE, place_mid_conversation_system, target_keeps_mid_system
+from litellm_prefix.request.view import View
 
 
 def _body():
@@ -97,7 +97,7 @@ def test_non_dict_messages_pass_through(ctx):
 def test_the_positions_of_system_roles_are_where_the_rules_look(body):
     """``View.system_roles``: the mappings with a system or developer role, found once per body;
     every mid-conversation system message (``is_system_message``) is among them."""
-    from litellm_prefix.view import is_system_message
+    from litellm_prefix.request.view import is_system_message
 
     view = View("chat", ("head",), None, tuple(body))
     expected = tuple(i for i, item in enumerate(body) if isinstance(item, dict) and item.get("role") in ("system", "developer"))
@@ -112,7 +112,7 @@ def test_one_hoisting_answer_and_it_is_litellm_s():
     from litellm.constants import OPENAI_SYSTEM_MESSAGES_FIRST_PROVIDERS
 
     from litellm_prefix.measure.render import hoists
-    from litellm_prefix.target import SYSTEM_FIRST_PROVIDERS, hoists_system_messages
+    from litellm_prefix.request.target import SYSTEM_FIRST_PROVIDERS, hoists_system_messages
 
     assert SYSTEM_FIRST_PROVIDERS == OPENAI_SYSTEM_MESSAGES_FIRST_PROVIDERS
     for provider in ("gemini", "vertex_ai", "openai", "azure", "hosted_vllm", "anthropic"):

@@ -12,7 +12,7 @@ import pytest
 from prometheus_client import REGISTRY
 from test_measure import Session, pi_head, turns
 
-from litellm_prefix.sinks import flush_logs
+from litellm_prefix.measure.sinks import flush_logs
 from litellm_prefix.measure import pricing
 from litellm_prefix.offline import report
 
@@ -68,7 +68,7 @@ def _session_with_prices(tmp_path, name, provider, model, litellm_params=None, u
     for i, req in enumerate(turns(3, pi_head())):
         s.n += 1
         data = {**req, "litellm_call_id": f"money-{name}-{i}", "metadata": {"session_id": s.session}}
-        from litellm_prefix.context import Target
+        from litellm_prefix.request.target import Target
 
         s.stabilizer.stabilize_sync(data, "acompletion", target=Target(model=model, provider=provider),
                                     model_names=(s.group, model))
@@ -218,8 +218,9 @@ def test_a_write_read_after_its_ttl_expired_was_never_read():
 
 
 def test_a_drift_report_prices_the_prefill_at_the_write_price_where_writes_are_billed():
-    from litellm_prefix.context import Drift, Target
-    from litellm_prefix.sinks import _reprefill_cost
+    from litellm_prefix.request.events import Drift
+    from litellm_prefix.request.target import Target
+    from litellm_prefix.measure.sinks import _reprefill_cost
 
     drift = Drift(changed=["rules"], first_diff_char=10, first_diff_token_est=3, first_diff_in="rules", exact=True,
                   reprefill_tokens_est=10_000, before="a", after="b")

@@ -13,15 +13,16 @@ import copy
 import pytest
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
-from litellm_prefix import pipeline
-from litellm_prefix.context import Context, Target
-from litellm_prefix.core import Stabilizer
-from litellm_prefix.journal import Journal
-from litellm_prefix.rules.mid_system import SYSTEM_UPDATE_NOTE, role_rules, target_keeps_mid_system
-from litellm_prefix.rules.notes import MERGED_NOTE_END
-from litellm_prefix.rules.volatile import volatile_note
+from litellm_prefix.request import pipeline
+from litellm_prefix.request.context import Context
+from litellm_prefix.request.target import Target
+from litellm_prefix.request.core import Stabilizer
+from litellm_prefix.request.journal import Journal
+from litellm_prefix.request.rules.mid_system import SYSTEM_UPDATE_NOTE, role_rules, target_keeps_mid_system
+from litellm_prefix.request.rules.notes import MERGED_NOTE_END
+from litellm_prefix.request.rules.volatile import volatile_note
 from litellm_prefix.settings import Settings
-from litellm_prefix.wire import wire_for
+from litellm_prefix.request.wire import wire_for
 
 VLLM = Target(provider="hosted_vllm", api_base="http://127.0.0.1:8000/v1")
 HEAD = "You are a coding agent. Keep edits small.\nToday's date: {date}\nRun the tests before you answer."

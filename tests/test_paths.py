@@ -2,15 +2,17 @@
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 from harness.realistic import PI_SUFFIX, install_root, pi_system_prompt
 
-from litellm_prefix.context import Context, forget_path
-from litellm_prefix.core import Stabilizer
-from litellm_prefix.rules.paths import rewrite_text, stabilize_install_paths
+from litellm_prefix.request.context import Context
+from litellm_prefix.request.disk import forget_path
+from litellm_prefix.request.core import Stabilizer
+from litellm_prefix.request.rules.paths import rewrite_text, stabilize_install_paths
 from litellm_prefix.settings import Settings
-from litellm_prefix.view import View
+from litellm_prefix.request.view import View
 
 
 def _rewrite(text: str, ctx: Context) -> str:
@@ -169,18 +171,19 @@ def test_nested_roots_are_rewritten_each_as_itself(ctx):
 def test_path_exists_is_remembered_for_a_second_per_path(tmp_path, monkeypatch):
     """The shell's ``pathCheck: exists`` answer: one ``stat`` per path and second; a root that
     appears or goes is seen once the second has passed."""
-    from litellm_prefix import context
+    from litellm_prefix.caches import Recent
+    from litellm_prefix.request import disk
 
     clock = [1000.0]
-    monkeypatch.setattr(context.time, "monotonic", lambda: clock[0])
-    monkeypatch.setattr(context, "_EXISTS", context.Recent(context.EXISTS_SECONDS, 4096))
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(disk, "_EXISTS", Recent(disk.EXISTS_SECONDS, 4096))
     root = tmp_path / "lib" / "node_modules" / "@earendil-works" / "pi-coding-agent"
-    assert context.path_exists(str(root)) is False
+    assert disk.path_exists(str(root)) is False
     root.mkdir(parents=True)
-    assert context.path_exists(str(root)) is False  # within the second: remembered
-    clock[0] += context.EXISTS_SECONDS
-    assert context.path_exists(str(root)) is True
+    assert disk.path_exists(str(root)) is False  # within the second: remembered
+    clock[0] += disk.EXISTS_SECONDS
+    assert disk.path_exists(str(root)) is True
     root.rmdir()
-    clock[0] += context.EXISTS_SECONDS
-    assert context.path_exists(str(root)) is False
-    assert context.Context(settings=context.Settings()).path_exists is context.path_exists
+    clock[0] += disk.EXISTS_SECONDS
+    assert disk.path_exists(str(root)) is False
+    assert Context(settings=Settings()).path_exists is disk.path_exists

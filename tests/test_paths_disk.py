@@ -17,17 +17,17 @@ from pathlib import Path
 
 import pytest
 from harness.agent_requests import pi_headers
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 from harness.realistic import render_pi
 
-from litellm_prefix import profiles
-from litellm_prefix.context import Context, _realpath, forget_path
-from litellm_prefix.core import Stabilizer
-from litellm_prefix.rules.paths import link_target, stabilize_install_paths
+from litellm_prefix.request import profiles
+from litellm_prefix.request.context import Context
+from litellm_prefix.request.disk import _realpath, forget_path
+from litellm_prefix.request.core import Stabilizer
+from litellm_prefix.request.rules.paths import link_target, stabilize_install_paths
 from litellm_prefix.settings import Settings, SettingsError, load_settings
-from litellm_prefix.symlink import ensure_symlink
-from litellm_prefix.view import View
+from litellm_prefix.request.symlink import ensure_symlink
+from litellm_prefix.request.view import View
 
 PI073 = "node_modules/@mariozechner/pi-coding-agent"
 PI16 = "node_modules/@earendil-works/pi-coding-agent"

@@ -18,18 +18,18 @@ from pathlib import Path
 
 import pytest
 from harness.agent_requests import pi_headers
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 from test_paths_disk import pi073_head, pi16_head, shown_paths
 
-from litellm_prefix import profiles
-from litellm_prefix.context import Context, _read_package, _realpath, forget_path, package_identity
-from litellm_prefix.core import Stabilizer
-from litellm_prefix.journal import Journal
-from litellm_prefix.rules.paths import keep_install_root, stabilize_install_paths
+from litellm_prefix.request import profiles
+from litellm_prefix.request.context import Context
+from litellm_prefix.request.disk import _read_package, _realpath, forget_path, package_identity
+from litellm_prefix.request.core import Stabilizer
+from litellm_prefix.request.journal import Journal
+from litellm_prefix.request.rules.paths import keep_install_root, stabilize_install_paths
 from litellm_prefix.settings import Settings
-from litellm_prefix.store import MemoryStore
-from litellm_prefix.view import View
+from litellm_prefix.fleet.store import MemoryStore
+from litellm_prefix.request.view import View
 
 PI073 = ("@mariozechner/pi-coding-agent", "0.73.1")
 PI16 = ("@earendil-works/pi-coding-agent", "1.6.0")

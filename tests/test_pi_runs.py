@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import copy
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 from harness.realistic import anthropic_tools
 from harness.sessions import NOTIFICATION, PiClient, removed, updated
 
-from litellm_prefix.core import Stabilizer
-from litellm_prefix.rules.patches import run_owner, run_owners
-from litellm_prefix.sections import parse_patch
+from litellm_prefix.request.core import Stabilizer
+from litellm_prefix.request.rules.patches import run_owner, run_owners
+from litellm_prefix.request.sections import parse_patch
 from litellm_prefix.settings import Settings
 
 TODO, PLAN = "- [ ] ship the release", "1. read\n2. fix"

@@ -14,10 +14,10 @@ from harness.realistic import chat_request, openai_tools, pi_system_prompt
 
 from test_affinity import Clock, deployments
 
-from litellm_prefix import placement
-from litellm_prefix.affinity import SessionAffinity, head_blocks_of
+from litellm_prefix.fleet import placement
+from litellm_prefix.fleet.affinity import SessionAffinity, head_blocks_of
 from litellm_prefix.settings import Settings
-from litellm_prefix.store import MemoryStore, build_store
+from litellm_prefix.fleet.store import MemoryStore, build_store
 
 pytestmark = pytest.mark.anyio
 

@@ -20,16 +20,15 @@ import json
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 from harness.agent_requests import claude_code_headers, codex_headers, opencode_headers, pi_headers
 
-from litellm_prefix import profiles
-from litellm_prefix.context import Target
-from litellm_prefix.core import Stabilizer
-from litellm_prefix.session import first_user_text, identify
+from litellm_prefix.request import profiles
+from litellm_prefix.request.target import Target
+from litellm_prefix.request.core import Stabilizer
+from litellm_prefix.request.session import first_user_text, identify
 from litellm_prefix.settings import Settings
-from litellm_prefix.wire import chat
+from litellm_prefix.request.wire import chat
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "agents_aider" / "aider.json").read_text(encoding="utf-8"))
 REQUESTS: dict[str, dict] = FIXTURE["requests"]

@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 from harness.agent_requests import claude_code_headers, codex_headers, opencode_headers, pi_headers
 
-from litellm_prefix.sinks import flush_logs
-from litellm_prefix import profiles
-from litellm_prefix.context import Target
-from litellm_prefix.core import Stabilizer
-from litellm_prefix.session import session_id, session_stream, workspace
+from litellm_prefix.measure.sinks import flush_logs
+from litellm_prefix.request import profiles
+from litellm_prefix.request.target import Target
+from litellm_prefix.request.core import Stabilizer
+from litellm_prefix.request.session import session_id, session_stream, workspace
 from litellm_prefix.settings import Settings
-from litellm_prefix.wire import chat
+from litellm_prefix.request.wire import chat
 
 FIXTURES = Path(__file__).parent / "fixtures" / "agents_gq"
 VLLM = Target(model="hosted_vllm/scripted", provider="hosted_vllm")

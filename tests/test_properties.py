@@ -10,13 +10,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 from harness.realistic import PI_SUFFIX, TINY_PNG, TOOL_NAMES, openai_tools
 
-from litellm_prefix.context import Target
-from litellm_prefix.core import Stabilizer
-from litellm_prefix.rules.mid_system import role_rules
+from litellm_prefix.request.target import Target
+from litellm_prefix.request.core import Stabilizer
+from litellm_prefix.request.rules.mid_system import role_rules
 from litellm_prefix.settings import Settings
 
 SETTINGS = Settings(path_check="trusted", stable_path="/srv/pi-home")
@@ -229,12 +228,12 @@ def test_fail_open(case, where):
     if where == "read":
         stabilizer.store.load = boom
     elif where == "write":
-        import litellm_prefix.wire.chat as chat
+        import litellm_prefix.request.wire.chat as chat
 
         original = chat.write
         chat.write = boom
     else:
-        import litellm_prefix.pipeline as pipeline
+        import litellm_prefix.request.pipeline as pipeline
 
         original_drift = pipeline.RULES[-1]
         pipeline.RULES[-1] = boom
@@ -265,7 +264,7 @@ def test_off_means_off(case):
 def test_deterministic_across_processes_and_hash_seeds():
     script = (
         "import json,sys;"
-        "from harness.realistic import *; from litellm_prefix.core import Stabilizer; from litellm_prefix.settings import Settings;"
+        "from harness.realistic import *; from litellm_prefix.request.core import Stabilizer; from litellm_prefix.settings import Settings;"
         "d=chat_request(pi_system_prompt(root=install_root('b'), tool_order=shuffled(TOOL_NAMES,5)), conversation(3),"
         " openai_tools(shuffled(TOOL_NAMES,6)));"
         "o=Stabilizer(Settings(path_check='trusted', stable_path='/s')).stabilize_sync(d);"
@@ -292,8 +291,8 @@ json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(m
 def test_message_digest_is_content_hash(content, roles, extra):
     """The anchor hash remembered with a message's text is ``content_hash`` of the message, for
     messages sharing a text under other roles and fields, with marker fields and non-string values."""
-    from litellm_prefix.journal import content_hash
-    from litellm_prefix.rules.notes import message_digest
+    from litellm_prefix.request.journal import content_hash
+    from litellm_prefix.request.rules.notes import message_digest
 
     for role in roles:  # the same texts (a long one is remembered) under each role in turn
         for message in ({"role": role, "content": content}, {"role": role, "content": "x" * 65 + content}, {"content": "x" * 65 + content, "role": role, **extra},

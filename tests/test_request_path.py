@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import copy
 
-from hypothesis import given, settings as hsettings
-from hypothesis import strategies as st
+from hypothesis import given, settings as hsettings, strategies as st
 
-from litellm_prefix import pipeline
-from litellm_prefix.context import Context, Target
+from litellm_prefix.request import pipeline
+from litellm_prefix.request.context import Context
+from litellm_prefix.request.target import Target
 from litellm_prefix.settings import Settings
 
 _TEXT = st.text(alphabet="ab x\n", max_size=40)
@@ -73,7 +73,7 @@ class Replayed:
     user per agent): what each hook returned, what reached the sinks, how each turn went."""
 
     def __init__(self, recorded, settings: Settings, affinity: bool = False) -> None:
-        from litellm_prefix import target as targets
+        from litellm_prefix.request import target as targets
         from litellm_prefix.hook import PrefixStabilizer
 
         self.plugin = PrefixStabilizer(settings)
@@ -162,7 +162,8 @@ class _Counting(Replayed):
     reads = Counter()
 
     async def on_success(self, logged, response) -> None:
-        from litellm_prefix import placement, wire
+        from litellm_prefix.fleet import placement
+        from litellm_prefix.request import wire
 
         originals = {adapter: adapter.read for adapter in (wire.chat, wire.anthropic, wire.responses)}
         hashing = placement.head_blocks
@@ -196,7 +197,7 @@ def replayed(recorded, tmp_path_factory):
     through one without it."""
     import os
 
-    from litellm_prefix import sinks
+    from litellm_prefix.measure import sinks
     from litellm_prefix.measure import prefix
 
     home = tmp_path_factory.mktemp("home")  # (no stablePath resolves)
@@ -257,7 +258,7 @@ def test_the_success_callback_does_not_read_the_head_again(recorded, replayed, h
     it reads a head only for a call the filter found no session for (a Gemini route's inner chat
     completion, whose outer request the filter saw: once for its session, once for its blocks), and
     a head is cut into blocks once."""
-    from litellm_prefix import affinity
+    from litellm_prefix.fleet import affinity
 
     plain = replayed[0]
     assert plain.reads["calls"] == plain.turns and plain.reads["head read"] == 0, plain.reads

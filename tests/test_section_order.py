@@ -7,20 +7,19 @@ from __future__ import annotations
 
 import copy
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 from harness.realistic import openai_tools, paragraph
 from harness.sessions import NOTIFICATION
 
 import random
 
-from litellm_prefix.context import Context
-from litellm_prefix.core import Stabilizer
-from litellm_prefix.journal import Journal
-from litellm_prefix.rules.section_order import FILLER_PARAGRAPHS, head_units, keep_section_order, record_section_order
-from litellm_prefix.sections import JOIN
+from litellm_prefix.request.context import Context
+from litellm_prefix.request.core import Stabilizer
+from litellm_prefix.request.journal import Journal
+from litellm_prefix.request.rules.section_order import FILLER_PARAGRAPHS, head_units, keep_section_order, record_section_order
+from litellm_prefix.request.sections import JOIN
 from litellm_prefix.settings import Settings
-from litellm_prefix.view import View
+from litellm_prefix.request.view import View
 
 FILLER = FILLER_PARAGRAPHS[0]
 
@@ -221,7 +220,7 @@ def test_the_recorded_order_is_the_head_sent_after_the_head_pin():
 
 def test_replicas_sharing_the_journal_keep_the_same_order():
     """Two gateways sharing one store, turns alternating between them: the order is in the journal."""
-    from litellm_prefix.store import MemoryStore
+    from litellm_prefix.fleet.store import MemoryStore
 
     store = MemoryStore(100, 3600)
     replicas = [Stabilizer(Settings(path_check="absolute"), store=store) for _ in range(2)]

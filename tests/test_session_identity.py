@@ -17,8 +17,7 @@ from datetime import date
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 
 from harness.agent_requests import (claude_code_body, claude_code_env, claude_code_git_status, claude_code_headers,  # noqa: E402
@@ -26,16 +25,16 @@ from harness.agent_requests import (claude_code_body, claude_code_env, claude_co
                             pi_headers)
 from harness.realistic import openai_tools, paragraph, pi_sections, render_pi, responses_tools  # noqa: E402
 
-from litellm_prefix.sinks import flush_logs
-from litellm_prefix import profiles, wire  # noqa: E402
-from litellm_prefix.affinity import session_key  # noqa: E402
-from litellm_prefix.context import Target  # noqa: E402
-from litellm_prefix.core import Stabilizer  # noqa: E402
-from litellm_prefix.journal import Journal  # noqa: E402
-from litellm_prefix.session import (DERIVED, first_answer, first_typed, identify, synthesized_call_id,  # noqa: E402
+from litellm_prefix.measure.sinks import flush_logs
+from litellm_prefix.request import profiles, wire  # noqa: E402
+from litellm_prefix.fleet.affinity import session_key  # noqa: E402
+from litellm_prefix.request.target import Target  # noqa: E402
+from litellm_prefix.request.core import Stabilizer  # noqa: E402
+from litellm_prefix.request.journal import Journal  # noqa: E402
+from litellm_prefix.request.session import (DERIVED, first_answer, first_typed, identify, synthesized_call_id,  # noqa: E402
                                     workspace)
 from litellm_prefix.settings import Settings  # noqa: E402
-from litellm_prefix.wire.chat import read as chat_view  # noqa: E402
+from litellm_prefix.request.wire.chat import read as chat_view  # noqa: E402
 
 VLLM = Target(model="hosted_vllm/qwen3-coder", provider="hosted_vllm")
 PROMPT = "Make the failing tests in tests/test_cart.py pass."
@@ -949,7 +948,7 @@ def test_many_look_alike_sessions_each_keep_their_own_and_the_list_stays_bounded
     """A scheduled job that sends the same prompt in one workspace every day: each run its own journal;
     the key's first journal lists the newest ``MAX_FORKS`` (an older run's journal is then no longer
     found: its next request starts its own, its own values, never another's)."""
-    from litellm_prefix import core as core_module
+    from litellm_prefix.request import core as core_module
 
     stabilizer = Stabilizer(Settings())
     stabilizer.clock = lambda: 1_800_000_000.0

@@ -19,12 +19,11 @@ from pathlib import Path
 
 import pytest
 import redis
-from harness.sessions import NOTIFICATION, PiClient, removed
-from harness.sessions import resume_session_requests as _session_requests
+from harness.sessions import NOTIFICATION, PiClient, removed, resume_session_requests as _session_requests
 
-from litellm_prefix.core import Stabilizer
+from litellm_prefix.request.core import Stabilizer
 from litellm_prefix.settings import Settings
-from litellm_prefix.store import (
+from litellm_prefix.fleet.store import (
     BLOCKED_COOL_DOWN_SECONDS,
     DOWN_COOL_DOWN_SECONDS,
     SLOW_IN_A_ROW,
@@ -34,7 +33,7 @@ from litellm_prefix.store import (
     ResilientStore,
     WireRedisStore,
 )
-from litellm_prefix.store.fake import FakeSharedStore, SteppingClock
+from litellm_prefix.fleet.store.fake import FakeSharedStore, SteppingClock
 
 pytestmark = pytest.mark.anyio
 ROOT = Path(__file__).resolve().parent.parent
@@ -218,9 +217,6 @@ async def test_concurrent_requests_of_one_session_keep_one_consistent_journal(re
 
 RESUME_SCRIPT = """
 import json, sys
-from harness.sessions import resume_session_requests as _session_requests
-from litellm_prefix.core import Stabilizer
-from litellm_prefix.settings import Settings
 import asyncio
 async def main():
     st = Stabilizer(Settings(path_check="absolute", store=sys.argv[1], store_timeout_ms=2000))

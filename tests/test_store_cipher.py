@@ -19,7 +19,7 @@ import pytest
 import redis
 from test_store import RESUME_SCRIPT, _redis_stabilizer, _session_requests
 
-from litellm_prefix.store.cipher import (
+from litellm_prefix.fleet.store.cipher import (
     KEY_ENV,
     OLD_KEYS_ENV,
     Cipher,

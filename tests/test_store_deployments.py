@@ -13,12 +13,12 @@ import time
 import pytest
 from harness.sessions import resume_session_requests as _session_requests
 
-from litellm_prefix.core import Stabilizer
+from litellm_prefix.request.core import Stabilizer
 from litellm_prefix.settings import Settings
-from litellm_prefix.store import RedisStore, build_store, kind_of
-from litellm_prefix.store.cluster import ClusterStore, cluster_nodes
-from litellm_prefix.store.fake import SteppingClock
-from litellm_prefix.store.redis import sentinel_nodes
+from litellm_prefix.fleet.store import RedisStore, build_store, kind_of
+from litellm_prefix.fleet.store.cluster import ClusterStore, cluster_nodes
+from litellm_prefix.fleet.store.fake import SteppingClock
+from litellm_prefix.fleet.store.redis import sentinel_nodes
 
 pytestmark = pytest.mark.anyio
 

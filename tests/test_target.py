@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from litellm_prefix import target
+from litellm_prefix.request import target
 
 pytestmark = pytest.mark.litellm
 

@@ -9,18 +9,17 @@ from __future__ import annotations
 import copy
 
 from harness.agent_requests import codex_headers, responses_tools
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 from harness.realistic import TOOL_NAMES, anthropic_tools, openai_tools, pi_system_prompt, shuffled
 
-from litellm_prefix import profiles
+from litellm_prefix.request import profiles
 from litellm_prefix.offline import replay
-from litellm_prefix.context import Target
-from litellm_prefix.core import Stabilizer
-from litellm_prefix.rules.tools import pinned_order
+from litellm_prefix.request.target import Target
+from litellm_prefix.request.core import Stabilizer
+from litellm_prefix.request.rules.tools import pinned_order
 from litellm_prefix.settings import Settings
-from litellm_prefix.store import MemoryStore
-from litellm_prefix.view import tool_name
+from litellm_prefix.fleet.store import MemoryStore
+from litellm_prefix.request.view import tool_name
 
 # Codex's own order (codex-rs/core/src/tools/spec.rs build_specs: built-ins in registration
 # order, the multi-agent tools after them, MCP tools sorted by name at the end).

@@ -3,13 +3,12 @@ from __future__ import annotations
 
 import copy
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from harness.realistic import TOOL_NAMES, anthropic_tools, openai_tools, pi_system_prompt, responses_tools, shuffled
 
-from litellm_prefix.rules.tools import normalize_tool_order, sort_tools, sort_tools_section
-from litellm_prefix.view import View, tool_name
+from litellm_prefix.request.rules.tools import normalize_tool_order, sort_tools, sort_tools_section
+from litellm_prefix.request.view import View, tool_name
 
 
 def _names(tools):
@@ -83,8 +82,8 @@ def test_rule_reports_what_it_sorted(ctx):
 
 def _slow_order(tools):
     """What the rule gives without the order remembered by the tools' text."""
-    from litellm_prefix.drift import _unmarked_tool_json
-    from litellm_prefix.context import compact_json
+    from litellm_prefix.request.drift import _unmarked_tool_json
+    from litellm_prefix.caches import compact_json
 
     ordered = sort_tools(tuple(tools))
     return list(ordered), "[" + ",".join(_unmarked_tool_json(t, compact_json) for t in ordered) + "]"
@@ -105,8 +104,8 @@ def test_remembered_order_gives_the_same_tools_json_and_names_as_sorting(tools, 
     """The order remembered with the tools' text: duplicates, marks and all, the same objects
     in the same order, the same head JSON and names, on the first request and on repeats
     (each repeat a fresh copy of the tools, as every request parses its own)."""
-    from litellm_prefix.context import Context
-    from litellm_prefix.drift import head_record, tools_json
+    from litellm_prefix.request.context import Context
+    from litellm_prefix.request.drift import head_record, tools_json
     from litellm_prefix.settings import Settings
 
     expected_tools, expected_json = _slow_order(tools)

@@ -22,14 +22,13 @@ import copy
 import re
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
-from litellm_prefix.context import Target
-from litellm_prefix.core import Stabilizer
-from litellm_prefix.rules.mid_system import SYSTEM_UPDATE_NOTE
-from litellm_prefix.rules.notes import MERGED_NOTE_END
-from litellm_prefix.rules.volatile import volatile_note
+from litellm_prefix.request.target import Target
+from litellm_prefix.request.core import Stabilizer
+from litellm_prefix.request.rules.mid_system import SYSTEM_UPDATE_NOTE
+from litellm_prefix.request.rules.notes import MERGED_NOTE_END
+from litellm_prefix.request.rules.volatile import volatile_note
 from litellm_prefix.settings import VOLATILE_PRESETS, Settings
 
 ALL_PRESETS = ["current-date", "todays-date", "git-status"]
@@ -249,7 +248,7 @@ def test_qwen_code_git_snapshot_value_is_the_fenced_lines_only():
 
 
 def test_the_qwen_code_profile_turns_the_git_snapshot_on():
-    from litellm_prefix import profiles
+    from litellm_prefix.request import profiles
     qwen = next(p for p in profiles.PROFILES if p.name == "qwen-code")
     assert "git-snapshot" in profiles.apply(Settings(), qwen).volatile_presets
 
@@ -402,7 +401,7 @@ _FRAGMENTS = [
 @given(st.lists(st.one_of(st.sampled_from(_FRAGMENTS), st.text(max_size=12)), max_size=25),
        st.lists(st.sampled_from(["\n", "\r\n", "\n\n", " ", ""]), min_size=25, max_size=25))
 def test_a_preset_searched_from_its_first_literal_finds_exactly_the_first_match(parts, joins):
-    from litellm_prefix.rules.volatile import search
+    from litellm_prefix.request.rules.volatile import search
     from litellm_prefix.settings import TOOL_VOLATILE_PRESETS, VOLATILE_PRESETS
 
     text = "".join(part + join for part, join in zip(parts, joins))

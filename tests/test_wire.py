@@ -5,8 +5,8 @@ import copy
 
 from harness.realistic import TINY_PNG, anthropic_tools, conversation, openai_tools, pi_system_prompt, responses_tools
 
-from litellm_prefix import wire
-from litellm_prefix.view import View
+from litellm_prefix.request import wire
+from litellm_prefix.request.view import View
 
 
 class Secret:

@@ -12,19 +12,17 @@ import json
 import re
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from harness.agent_requests import gemini_native
-from litellm_prefix import target as targets
-from litellm_prefix import wire
-from litellm_prefix.context import Target
-from litellm_prefix.core import Stabilizer
+from litellm_prefix.request import target as targets, wire
+from litellm_prefix.request.target import Target
+from litellm_prefix.request.core import Stabilizer
 from litellm_prefix.measure import prefix
-from litellm_prefix.rules.notes import MERGED_NOTE_END, unfolded
-from litellm_prefix.rules.mid_system import SYSTEM_UPDATE_NOTE
+from litellm_prefix.request.rules.notes import MERGED_NOTE_END, unfolded
+from litellm_prefix.request.rules.mid_system import SYSTEM_UPDATE_NOTE
 from litellm_prefix.settings import Settings
-from litellm_prefix.wire import gemini
+from litellm_prefix.request.wire import gemini
 
 FIXTURE = Path(__file__).parent / "fixtures" / "agents_gq" / "gemini-cli.json"
 RECORDED = json.loads(FIXTURE.read_text(encoding="utf-8"))

@@ -87,7 +87,7 @@ from harness.real_agents import install
 from harness.real_agents.model import text_of
 from harness.real_agents.spec import AgentSpec, RunContext
 
-from litellm_prefix.drift import first_difference
+from litellm_prefix.request.drift import first_difference
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -721,7 +721,7 @@ def inherited_from_others(bodies: list[dict]) -> list[str]:
     """What the requests of a new session's first prompt (one process: its own context throughout)
     show of another session: a note of the plugin, or a head or first user message other than the
     first request's, which ran on an empty journal (its own values); marks ignored."""
-    from litellm_prefix.journal import unmarked
+    from litellm_prefix.request.journal import unmarked
 
     def first_user(body: dict) -> Any:
         return unmarked(next((m for m in body.get("messages") or [] if m.get("role") == "user"), None))

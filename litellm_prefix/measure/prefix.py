@@ -28,9 +28,9 @@ from typing import Any
 
 from cachetools import LRUCache
 
-from ..context import compact_json
-from ..drift import first_difference
-from ..sections import memo
+from ..caches import compact_json
+from ..request.drift import first_difference
+from ..request.sections import memo
 from .render import Turn, chat_pair, end_part, hoists, later_part, render_parts
 
 PIECE = 256

@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..context import cost_map_value
+from ..request.target import cost_map_value
 
 _FIELDS = ("input_cost_per_token", "cache_read_input_token_cost", "cache_creation_input_token_cost",
            "cache_creation_input_token_cost_above_1hr")

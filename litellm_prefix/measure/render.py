@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..target import hoists_system_messages
+from ..request.target import hoists_system_messages
 
 ROUTES = {"chat": "/v1/chat/completions", "messages": "/v1/messages", "responses": "/v1/responses"}
 _META_KEYS = ("session_id", "route", "target")

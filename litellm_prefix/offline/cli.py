@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _keygen(args: argparse.Namespace) -> int:
-    from ..store.cipher import new_key
+    from ..fleet.store.cipher import new_key
 
     print(new_key())
     return 0

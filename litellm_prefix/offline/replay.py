@@ -155,8 +155,8 @@ def account(turns: Iterable[Turn]) -> Totals:
 
 def stabilized(turns: list[Turn], settings) -> list[Turn]:
     """The same turns as the plugin would send them (one in-memory journal per replay)."""
-    from ..context import Target
-    from ..core import Stabilizer
+    from ..request.target import Target
+    from ..request.core import Stabilizer
 
     stabilizer = Stabilizer(settings)
     out = []
@@ -179,9 +179,9 @@ def stabilized(turns: list[Turn], settings) -> list[Turn]:
 
 def explain(a: Mapping[str, Any], b: Mapping[str, Any], route: str = "chat") -> dict[str, Any]:
     """Why request ``b`` does not reuse ``a``'s prefix: where, in which part, and the cost."""
-    from .. import wire
-    from ..context import Context
-    from ..drift import head_record, what_changed
+    from ..request import wire
+    from ..request.context import Context
+    from ..request.drift import head_record, what_changed
     from ..settings import Settings
 
     first, second = Turn("diff", route, dict(a)), Turn("diff", route, dict(b))

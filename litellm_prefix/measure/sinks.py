@@ -41,12 +41,13 @@ from typing import Any
 
 from cachetools import LRUCache, TTLCache
 
-from . import metrics
-from .measure import classify, prefix, pricing
-from .context import (AgentSeen, BillingBlock, Drift, Event, Expiring, HeadSeen, Target, cost_map_value, forget_path,
-                      payload)
-from .settings import Settings
-from .symlink import ensure_symlink
+from . import metrics, classify, prefix, pricing
+from ..request.events import AgentSeen, BillingBlock, Drift, Event, HeadSeen, payload
+from ..caches import Expiring
+from ..request.target import Target, cost_map_value
+from ..request.disk import forget_path
+from ..settings import Settings
+from ..request.symlink import ensure_symlink
 
 logger = logging.getLogger("litellm_prefix")
 

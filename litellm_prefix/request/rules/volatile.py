@@ -59,12 +59,13 @@ import hashlib
 import re
 from functools import lru_cache
 
-from ..context import Context, Event, TextsNeeded, TextsToKeep
+from ..context import Context
+from ..events import Event, TextsNeeded, TextsToKeep
 from ..journal import Journal, LearnedLine, LearnState, Note, content_hash
 from ..profiles import NEVER_LEARNED
 from ..sections import memo, parse_head, section_digests, segment_memo
-from ..profile_data import TOOL_VOLATILE_PRESETS, VOLATILE_PRESETS
-from ..settings import ContextBlock
+from ...profile_data import TOOL_VOLATILE_PRESETS, VOLATILE_PRESETS
+from ...settings import ContextBlock
 from ..view import TEXT_PART_TYPES, View, field_of, is_user_message, tool_description, with_tool_description
 from .notes import tail_anchor
 

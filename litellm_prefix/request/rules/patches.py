@@ -26,7 +26,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..context import Context, Event
+from ..context import Context
+from ..events import Event
 from ..journal import Journal
 from ..sections import PI_SECTIONS, PatchEntry, parse_head, parse_patch, render_patch
 from ..view import View, field_of, is_system_message

@@ -61,7 +61,8 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from ..context import Context, Event
+from ..context import Context
+from ..events import Event
 from ..drift import tools_json
 from ..journal import Journal
 from ..sections import JOIN, SectionedText, memo, memo_of

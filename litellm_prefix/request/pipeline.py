@@ -12,7 +12,8 @@ from collections import ChainMap
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple, Protocol
 
-from .context import Context, Event, TextsNeeded, TextsToKeep
+from .context import Context
+from .events import Event, TextsNeeded, TextsToKeep
 from .drift import record_head
 from .journal import Journal
 from .rules.billing import set_aside_billing_block

@@ -24,7 +24,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ..context import Context, Event
+from ..context import Context
+from ..events import Event
 from ..journal import Journal, content_hash, unmarked
 from ..view import TEXT_PART_TYPES, View, field_of, is_user_message
 

@@ -24,9 +24,9 @@ from functools import lru_cache
 from typing import Any
 
 from .sections import segment_memo
-from .caches import PerObject
-from .settings import ContextBlock, Listing, Settings
-from .profile_data import (  # noqa: F401  (the profiles' data, read as profiles.NAME)
+from ..caches import PerObject
+from ..settings import ContextBlock, Listing, Settings
+from ..profile_data import (  # noqa: F401  (the profiles' data, read as profiles.NAME)
     BILLING_PREFIX,
     CLAUDE_CODE,
     CODEX,

@@ -17,8 +17,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .caches import Identity
-from .context import Context, Drift, Event, HeadSeen, TextsNeeded, TextsToKeep, compact_json, orjson
+from ..caches import Identity, compact_json, orjson
+from .context import Context
+from .events import Drift, Event, HeadSeen, TextsNeeded, TextsToKeep
 from .journal import MARKER_FIELDS, HeadRecord, Journal
 from .sections import JOIN, parse_head, section_digests, text_digest
 from .view import View, tool_name

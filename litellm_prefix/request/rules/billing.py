@@ -24,7 +24,9 @@ from __future__ import annotations
 import re
 from urllib.parse import urlparse
 
-from ..context import BillingBlock, Context, Event, Target
+from ..events import BillingBlock, Event
+from ..context import Context
+from ..target import Target
 from ..drift import estimate_tokens, tools_json
 from ..profiles import BILLING_PREFIX
 from ..view import View

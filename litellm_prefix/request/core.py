@@ -22,8 +22,10 @@ from cachetools import Cache, LRUCache
 
 from . import pipeline, profiles, wire
 from .appended import extends as appended_extends, extensible
-from .caches import Digest, StreamRecord, Streams, body_digests, body_json, orjson
-from .context import AgentSeen, Context, Drift, Event, Expiring, Target, payload
+from ..caches import Digest, StreamRecord, Streams, body_digests, body_json, orjson, Expiring
+from .events import AgentSeen, Drift, Event, payload
+from .context import Context
+from .target import Target
 from .drift import head_record, tools_entry, tools_json
 from .sections import text_digest
 from .rules.billing import is_billing_block
@@ -31,10 +33,10 @@ from .rules.paths import link_target
 from .journal import Journal, content_hash, unmarked
 from .session import (DERIVED, answer_turns, compaction_answers, context_ends, continuation_key, continued_summary,
                       first_user_text, identify, opening_digest, request_digest, scoped_key, turns_digest, workspace)
-from .settings import Settings
-from .metrics import Stats
-from .sinks import Sinks
-from .store import Store, build_store, journal_text_refs
+from ..settings import Settings
+from ..measure.metrics import Stats
+from ..measure.sinks import Sinks
+from ..fleet.store import Store, build_store, journal_text_refs
 
 logger = logging.getLogger("litellm_prefix")
 

@@ -40,12 +40,12 @@ from typing import Any
 
 from cachetools import LRUCache
 
-from . import placement, wire
-from .caches import orjson
-from .context import Expiring, Recent
-from .measure import classify
-from .sections import text_digest
-from .session import identify, scoped_key, tenant_of
+from . import placement
+from ..request import wire
+from ..caches import orjson, Expiring, Recent
+from ..measure import classify
+from ..request.sections import text_digest
+from ..request.session import identify, scoped_key, tenant_of
 from .store import Store
 
 logger = logging.getLogger("litellm_prefix")
@@ -83,7 +83,7 @@ def session_key(data: Mapping[str, Any], call_type: Any = None, api_key_hash: st
     view = adapter.read(data)
     profile = None
     if settings is not None:  # the agent's own session id (Claude Code, Codex, opencode, ...) comes first
-        from . import profiles
+        from ..request import profiles
 
         profile = profiles.detect(data, view.head, settings, model_names)
     return identify(data, view, profile, api_key_hash, team_id).affinity_key

@@ -1,6 +1,6 @@
 """Where a request goes, resolved once: the deployment's capabilities as the rules need them.
 
-The rules never ask LiteLLM anything; they read a frozen ``Target`` (``context.py``). This
+The rules never ask LiteLLM anything; they read a frozen ``Target`` (below). This
 module builds it from what the hooks see (the deployment's model, provider, ``api_base`` and
 ``model_info``, the route) by asking the installed LiteLLM, and holds the answers that more
 than one place needs:
@@ -32,7 +32,59 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from .context import Recent, Target, cost_map_value
+from ..caches import Recent
+
+@dataclass(frozen=True)
+class Target:
+    """The deployment a request goes to, as far as the hook can tell."""
+
+    model: str = ""
+    provider: str = ""
+    # Explicit capability from the deployment's model_info (None: not declared there).
+    model_info_mid_system: bool | None = None
+    # What LiteLLM's cost map says for this model (None: unknown).
+    cost_map_mid_system: bool | None = None
+    # LiteLLM's openai_system_messages_first switch, read at request time.
+    system_messages_first: bool = False
+    # The deployment's api_base ("" when LiteLLM's default for the provider).
+    api_base: str = ""
+    # LiteLLM strips Claude Code's billing block itself on this route and deployment.
+    strips_billing: bool = False
+    # Provider cache hints (rules/hints.py): LiteLLM forwards ``prompt_cache_key`` to this
+    # target; the target reads Anthropic ``cache_control`` breakpoints (Anthropic, Bedrock,
+    # Vertex Claude).
+    accepts_prompt_cache_key: bool = False
+    reads_cache_control: bool = False
+    # The deployment's model_info asks for ``prompt_cache_key`` (``litellm_prefix.promptCacheKey:
+    # true``) on a target that would not get one by default (a self-hosted server).
+    wants_prompt_cache_key: bool = False
+    # The target reads OpenAI's ``prompt_cache_breakpoint`` marks (GPT-5.6 and later on OpenAI's
+    # API, or a deployment LiteLLM treats as that dialect); writes there cost 1.25x.
+    reads_prompt_cache_breakpoint: bool = False
+    # The shortest prefix the target caches at all (cost map ``prompt_cache_min_tokens``; 0: unknown).
+    cache_min_tokens: int = 0
+    # LiteLLM forwards Gemini's native routes (generateContent) here in Gemini's own shape (Gemini,
+    # Vertex's Gemini API); elsewhere it makes a chat completion of them (``wire.wire_for``).
+    receives_gemini_shape: bool = False
+
+
+@lru_cache(maxsize=1024)
+def _cost_map_entry(model: str, provider: str) -> Mapping[str, Any]:
+    try:
+        import litellm
+
+        info = litellm.get_model_info(model=model, custom_llm_provider=provider or None)
+    except Exception:
+        return {}
+    return info if isinstance(info, Mapping) else {}
+
+
+def cost_map_value(model: str, provider: str, key: str, kind: type) -> Any:
+    """One field of LiteLLM's cost map for a model (``None`` when unknown or not of ``kind``);
+    the lookup is cached per (model, provider)."""
+    value = _cost_map_entry(model, provider).get(key)
+    return value if isinstance(value, kind) and (kind is bool or not isinstance(value, bool)) else None
+
 
 TARGETS = 1024  # resolved targets remembered (model x provider x route x declared values)
 

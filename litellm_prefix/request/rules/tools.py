@@ -41,7 +41,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ..context import Context, Event, compact_json
+from ..context import Context
+from ..events import Event
+from ...caches import compact_json
 from ..drift import remember_tools, tools_entry
 from ..journal import Journal
 from ..sections import SectionedText, memo, sections_of, segment_memo

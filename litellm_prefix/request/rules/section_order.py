@@ -39,7 +39,8 @@ from __future__ import annotations
 import hashlib
 import re
 
-from ..context import Context, Event
+from ..context import Context
+from ..events import Event
 from ..journal import Journal
 from ..sections import JOIN, PI_SECTIONS, memo, parse_head, text_digest
 from ..view import View

@@ -52,7 +52,8 @@ from itertools import repeat
 from operator import is_
 from typing import Any
 
-from ..context import Context, Event
+from ..context import Context
+from ..events import Event
 from ..journal import Journal, Note, content_hash
 from ..sections import memo
 from ..view import SYSTEM_ROLES, View, alternates_roles, is_system_message

@@ -28,7 +28,8 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
-from ..context import Context, Event
+from ..context import Context
+from ..events import Event
 from ..journal import Journal, content_hash
 from ..sections import memo
 from ..view import View, tool_description, with_tool_description

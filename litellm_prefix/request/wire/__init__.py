@@ -14,7 +14,7 @@ from ..view import View
 from . import anthropic, chat, gemini, responses
 
 if TYPE_CHECKING:
-    from ..context import Target
+    from ..target import Target
 
 
 class Wire(Protocol):

@@ -43,8 +43,9 @@ from functools import lru_cache
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from ..context import Context, Event, Target
-from ..target import hoists_system_messages
+from ..context import Context
+from ..events import Event
+from ..target import Target, hoists_system_messages
 from ..view import View, is_system_message
 
 SYSTEM_UPDATE_NOTE = (

@@ -17,7 +17,7 @@ import threading
 from collections import Counter
 from typing import Any
 
-from .sections import PI_SECTIONS
+from ..request.sections import PI_SECTIONS
 
 logger = logging.getLogger("litellm_prefix")
 

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .caches import Identity
+from ..caches import Identity
 
 PI_SECTIONS = frozenset({"preamble", "tools", "rules", "docs", "addendum", "project_context", "skills", "cwd"})
 JOIN = "\n\n"

@@ -14,7 +14,8 @@ Tools are not part of the pin: tool changes always pass through.
 """
 from __future__ import annotations
 
-from ..context import Context, Event, TextsNeeded, TextsToKeep
+from ..context import Context
+from ..events import Event, TextsNeeded, TextsToKeep
 from ..journal import Journal, Note
 from ..sections import PI_SECTIONS, PatchEntry, known_sections, parse_head, render_patch, section_digests
 from ..view import View

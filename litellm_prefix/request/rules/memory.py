@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import re
 
-from ..context import Context, Event
+from ..context import Context
+from ..events import Event
 from ..journal import Journal, MemoryRecord, Note
 from ..sections import JOIN, parse_head, segment_memo
 from ..view import View
