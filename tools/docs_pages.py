@@ -147,8 +147,8 @@ def layer_chart(pyproject: Path = PYPROJECT) -> str:
     """Markdown for every import contract of ``pyproject``: a chart per ``layers`` contract (top to
     bottom), a sentence for each other kind."""
     config = tomllib.loads(pyproject.read_text())["tool"]["importlinter"]
-    out = [f"Root package{'s' if 'root_packages' in config else ''}: "
-           f"{_modules(config.get('root_packages') or [config['root_package']])}."]
+    roots = config.get("root_packages") or [config["root_package"]]
+    out = [f"Root package{'s' if len(roots) > 1 else ''}: {_modules(roots)}."]
     for contract in config.get("contracts", []):
         kind = contract["type"]
         title = f"**{contract['name']}** (`{contract.get('id', kind)}`, a {kind} contract)"
@@ -185,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     fresh = with_settings_table(page)
     if args.check:
         if fresh != page:
-            print(f"{SETTINGS_PAGE.relative_to(ROOT)} is out of date: run `python -m tools.docs_pages`", file=sys.stderr)
+            print(f"{SETTINGS_PAGE.relative_to(ROOT)} is out of date: run `python -m tools.docs_pages`",
+                  file=sys.stderr)
             return 1
         return 0
     if fresh != page:

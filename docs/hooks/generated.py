@@ -16,10 +16,15 @@ from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File
 
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:  # mkdocs runs from its own script directory: tools/ and the package are here
-    sys.path.insert(0, str(ROOT))
 
-from tools import docs_pages  # noqa: E402 (after the path above)
+
+def _docs_pages():
+    """``tools.docs_pages``, from the repository root (mkdocs runs from its own script directory)."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from tools import docs_pages
+
+    return docs_pages
 
 
 def on_files(files, config):
@@ -29,6 +34,7 @@ def on_files(files, config):
 
 
 def on_page_markdown(markdown: str, page, config, files) -> str:
+    docs_pages = _docs_pages()
     if page.file.src_uri == "settings.md" and docs_pages.with_settings_table(markdown) != markdown:
         raise PluginError("docs/settings.md is out of date with litellm_prefix/settings.py: "
                           "run `python -m tools.docs_pages`")
