@@ -59,6 +59,7 @@ from harness.procs import Proxy  # noqa: E402
 from harness.providers import cache  # noqa: E402
 from harness.providers.server import MODE_OPTIONS, ProviderEmulator, mode_group, mode_groups  # noqa: E402
 from harness.real_agents import harness  # noqa: E402
+from harness.real_agents.catalog import SPECS  # noqa: E402
 from litellm_prefix.measure import classify, pricing  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -338,7 +339,7 @@ def run_cells(cells: list[tuple[str, str]], emulator: ProviderEmulator, proxy: A
     """Every cell in every mode that applies: the real CLIs' runs (aider's recorded requests), and
     the emulator's records; ``recorded``: every agent's recorded requests replayed instead of its
     CLI (``recorded_calls``: one after another, seconds in all; the short bench in make test)."""
-    specs = {s.name: s for s in harness.SPECS}
+    specs = {s.name: s for s in SPECS}
     if not recorded:
         harness.install.install_all([specs[a] for a, _ in cells if a in specs])
     jobs: dict[str, list[tuple[str, str]]] = defaultdict(list)  # agent -> its (provider, mode) runs, in order
@@ -401,7 +402,7 @@ def measure(cells: list[tuple[str, str]], outcome: dict) -> tuple[list[dict], di
     """One row per (agent, provider, mode) with its money, plus the ideal per (agent, provider);
     and the TTL study of each Anthropic cell."""
     by_cell, session_of, owner = attributed(outcome)
-    specs = {s.name: s for s in harness.SPECS}
+    specs = {s.name: s for s in SPECS}
     rows = []
     ttl: dict[str, dict] = {}
     for agent, provider in cells:

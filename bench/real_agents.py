@@ -29,72 +29,12 @@ from pathlib import Path
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 ROOT = Path(__file__).resolve().parent.parent
 
+from harness.proxy_fleet import Fleet  # noqa: E402
 from harness.real_agents import harness  # noqa: E402
+from harness.real_agents.catalog import SPECS  # noqa: E402
 
 SCENARIOS = {"a": "continuation+resume", "b": "second session", "c": "reinstall", "d": "two subagent runs",
              "e": "compaction", "f": "edited rules", "g": "same prompt next day", "h": "subagents, no header"}
-
-
-class Fleet:
-    """One proxy (``replicas`` 1), or ``replicas`` proxies sharing a redis-server store behind a
-    round-robin balancer (``harness.balancer``: each request to the next replica, so that an
-    agent's turns land on the replicas in turn). Each proxy writes its own JSONL log."""
-
-    def __init__(self, work: Path, config: dict, replicas: int) -> None:
-        self.work, self.config, self.replicas = work, config, replicas
-        self.proxies: list = []
-        self.redis = self.balancer = None
-
-    def __enter__(self) -> "Fleet":
-        from harness.balancer import Balancer
-        from harness.procs import Proxy, RedisServer
-
-        try:
-            env: dict[str, str] = {}
-            if self.replicas > 1:
-                self.redis = RedisServer(self.work)
-                env["LITELLM_PREFIX_STORE"] = self.redis.url
-            key = None
-            for i in range(self.replicas):
-                log = self.work / ("prefix.jsonl" if self.replicas == 1 else f"prefix-{i}.jsonl")
-                proxy = Proxy(self.work, self.config, {**env, "LITELLM_PREFIX_LOG": str(log)},
-                              name="proxy" if self.replicas == 1 else f"proxy-{i}", key=key)
-                key = proxy.key
-                self.proxies.append(proxy)
-            for proxy in self.proxies:
-                proxy.wait_ready()
-            if self.replicas > 1:
-                self.balancer = Balancer(self.work, [p.url for p in self.proxies])
-        except BaseException:
-            self.__exit__(None, None, None)
-            raise
-        return self
-
-    @property
-    def url(self) -> str:
-        return self.balancer.url if self.balancer else self.proxies[0].url
-
-    @property
-    def key(self) -> str:
-        return self.proxies[0].key
-
-    @property
-    def logs(self) -> list[Path]:
-        return [Path(p.env["LITELLM_PREFIX_LOG"]) for p in self.proxies]
-
-    def spread(self) -> list[int] | None:
-        """Requests each replica got through the balancer (None: one proxy, no balancer)."""
-        if self.balancer is None:
-            return None
-        counts = [0] * self.replicas
-        for index, _, _ in self.balancer.requests():
-            counts[index] += 1
-        return counts
-
-    def __exit__(self, *exc) -> None:
-        for proc in (self.balancer, *self.proxies, self.redis):
-            if proc is not None:
-                proc.stop()
 
 
 def table(rows: list[dict]) -> list[dict]:
@@ -140,7 +80,7 @@ def hidden_changes(on: dict | None, off: dict | None) -> list[str]:
 def spec_differs(agent: str, off: dict | None) -> list[str]:
     """Where the agent's spec (``harness.sends``: what the test expects with the plugin) and what its
     client sent in the run without the plugin disagree: the spec's data needs updating."""
-    spec = next((s for s in harness.SPECS if s.name == agent), None)
+    spec = next((s for s in SPECS if s.name == agent), None)
     if spec is None or not off:
         return []
     sent, said = harness.shown(off), harness.sends(spec)
@@ -194,7 +134,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--scenarios", default="", help="comma-separated scenario letters (default: all)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "real_agents.json"))
     args = parser.parse_args(argv)
-    specs = [s for s in harness.SPECS if not args.names or s.name in args.names]
+    specs = [s for s in SPECS if not args.names or s.name in args.names]
     work = Path(tempfile.mkdtemp(prefix="real-agents-"))
     model = harness.ScriptedModel(work, fail_every=args.fail_every)
     config = harness.scripted_proxy_config(model.url)

@@ -323,8 +323,9 @@ def record(out: Path) -> None:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import tempfile
 
-    from bench.real_agents import Fleet
+    from harness.proxy_fleet import Fleet
     from harness.real_agents import harness
+    from harness.real_agents.catalog import SPECS
 
     work = Path(tempfile.mkdtemp(prefix="hook-record-"))
     raw = work / "hooks.jsonl"
@@ -336,13 +337,13 @@ def record(out: Path) -> None:
     config["litellm_settings"]["callbacks"] = ["harness.hook_record.handler", *config["litellm_settings"]["callbacks"]]
     try:
         with Fleet(work, config, 1) as fleet:
-            for spec in harness.SPECS:  # one agent at a time: a call without the agent's tag follows its agent's
+            for spec in SPECS:  # one agent at a time: a call without the agent's tag follows its agent's
                 harness.run_specs([spec], fleet.url, fleet.key, model, fleet.logs, work / "runs" / spec.name,
                                   ("plugin",), 1, proxy=fleet.proxies)
     finally:
         model.stop()
     records = [json.loads(line) for line in raw.read_text(encoding="utf-8").splitlines() if line.strip()]
-    write_fixture(by_agent(records), out, ", ".join(f"{s.name} {s.version}" for s in harness.SPECS))
+    write_fixture(by_agent(records), out, ", ".join(f"{s.name} {s.version}" for s in SPECS))
     print(f"raw record: {raw}")
 
 

@@ -73,7 +73,7 @@ def port_is_free(port: int) -> bool:
 
 def source_build() -> Path | None:
     """The llama-server binary of the opt-in source build, if there is one."""
-    from tools.build_llama_server import binary_path
+    from harness.llama_build import binary_path
 
     path = binary_path()
     return path if path.is_file() and os.access(path, os.X_OK) else None

@@ -133,7 +133,7 @@ def write(out: Path) -> Path:
 
 
 def default_path() -> Path:
-    from tools.build_llama_server import cache_dir
+    from harness.llama_build import cache_dir
 
     return cache_dir().parent / "tiny-llama-chatml-v2.gguf"
 

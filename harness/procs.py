@@ -4,7 +4,6 @@ Everything listens on 127.0.0.1 and is stopped by process id (the whole process 
 """
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import secrets
@@ -290,11 +289,6 @@ class RedisServer:
         if self.proc is not None:
             stop(self.proc)
             self.proc = None
-
-
-def load_bench(name: str):
-    """The benchmark ``bench/<name>.py`` as a module (``bench.<name>``)."""
-    return importlib.import_module(f"bench.{name}")
 
 
 # LiteLLM's callback lists: `litellm.callbacks` is copied into the others on a call, where a

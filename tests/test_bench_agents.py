@@ -3,12 +3,13 @@ alone, nothing lost, and every row within 1.02x of a perfectly stable client wit
 from __future__ import annotations
 
 import pytest
-from harness.procs import load_bench
 
 
 @pytest.fixture(scope="module")
 def bench():
-    return load_bench("agents")
+    from bench import agents as module
+
+    return module
 
 
 @pytest.mark.parametrize("agent, detected", [

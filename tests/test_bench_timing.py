@@ -7,12 +7,13 @@ import asyncio
 import struct
 
 import pytest
-from harness.procs import load_bench
 
 
 @pytest.fixture(scope="module")
 def proxy_gc():
-    return load_bench("proxy_gc")
+    from bench import proxy_gc as module
+
+    return module
 
 
 class Clock:
@@ -94,7 +95,7 @@ def test_the_load_run_says_how_far_it_resolves_the_cpu_ratio():
     """bench/load.py reports the CPU ratio with two standard errors of the turn-by-turn difference:
     equal configurations give an interval around 1, a known difference one that excludes 1, and
     a difference common to both waves of a turn (a slower machine that turn) is no uncertainty."""
-    load = load_bench("load")
+    from bench import load
     noisy = [0.5, 0.62, 0.44, 0.58, 0.5, 0.47, 0.55, 0.6, 0.41, 0.53]  # CPU seconds per wave, ±15%
     same = load._cpu_ratio_interval(noisy[::-1], noisy)
     assert same["cpu_ratio_interval"][0] < 1 < same["cpu_ratio_interval"][1]
@@ -111,7 +112,7 @@ def test_the_same_process_comparison_sends_its_sessions_to_the_switched_off_grou
     plugin off; the others keep the client's own group."""
     import json
 
-    load = load_bench("load")
+    from bench import load
     off = json.loads(load.Session(0, 2, "t", load.OFF_GROUP).advance(0))
     on = json.loads(load.Session(0, 2, "t").advance(0))
     assert off["model"] == load.OFF_GROUP != on["model"] == "chat-model"
@@ -138,7 +139,7 @@ def test_latency_cpu_s_hooks_wait_without_cpu_and_burn_without_waiting(monkeypat
     clocks are replaced, so the verdict does not depend on how busy the machine is.)"""
     monkeypatch.setenv("BENCH_SLEEP_MS", "80")
     monkeypatch.setenv("BENCH_BURN_MS", "20")
-    hooks = load_bench("latency_hooks")
+    from bench import latency_hooks as hooks
     slept: list[float] = []
 
     async def sleep(seconds: float) -> None:
@@ -156,7 +157,7 @@ def test_latency_cpu_s_hooks_wait_without_cpu_and_burn_without_waiting(monkeypat
 
 
 def test_latency_cpu_switches_the_plugin_off_for_the_sessions_group_only():
-    latency_cpu = load_bench("latency_cpu")
+    from bench import latency_cpu
     config = {"model_list": [
         {"model_name": "chat-model", "litellm_params": {"model": "openai/x"}, "model_info": {"mode": "chat"}},
         {"model_name": "other", "litellm_params": {"model": "openai/y"}}]}
@@ -184,7 +185,7 @@ def test_the_calibration_hook_spares_the_group_it_is_told_to_skip(monkeypatch, p
 def test_several_runs_are_pooled_wave_by_wave():
     """``bench/load.py --pool`` reads runs of the same code as one: every configuration against
     its twin and against another process, the waves paired within their run."""
-    load = load_bench("load")
+    from bench import load
 
     def report(extra: float, noise: list[float]) -> dict:
         configs = {}

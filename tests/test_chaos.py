@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import pytest
 
-from harness.procs import load_bench
 
 pytestmark = pytest.mark.e2e
 
@@ -20,7 +19,7 @@ FAULTS = ["redis", "engine", "upstream-500"]
 
 
 def test_faults_under_load_keep_every_guarantee(tmp_path):
-    chaos = load_bench("chaos")
+    from bench import chaos
     report = chaos.main(["--sessions", "2", "--gateways", "1", "--turns", "5", "--window-s", "2", "--redis-s", "2",
                          "--turn-s", "0.3", "--faults", *FAULTS, "--out", str(tmp_path / "chaos.json")])
     assert list(report["faults"]) == FAULTS

@@ -5,14 +5,15 @@ import json
 import random
 
 import pytest
-from harness.procs import load_bench
 
 from litellm_prefix.fleet import placement
 
 
 @pytest.fixture(scope="module")
 def fleet():
-    return load_bench("fleet")
+    from bench import fleet as module
+
+    return module
 
 
 def test_block_keys_chain_so_a_change_early_shares_nothing_after_it(fleet):

@@ -18,6 +18,7 @@ import pytest
 
 
 from harness.real_agents import harness, install  # noqa: E402
+from harness.real_agents.catalog import SPECS  # noqa: E402
 from harness.real_agents.model import decide, find_script  # noqa: E402
 
 pytestmark = pytest.mark.e2e
@@ -235,7 +236,7 @@ def test_a_compaction_goes_on_with_its_session_and_any_other_shared_key_is_a_mer
 
 
 def test_every_spec_is_installable_with_the_wheels_node():
-    assert {"pi-0.73", "pi-1.6"} <= {s.name for s in harness.SPECS}
+    assert {"pi-0.73", "pi-1.6"} <= {s.name for s in SPECS}
     node = install.node_bin() / "node"
     import subprocess
 
@@ -245,11 +246,11 @@ def test_every_spec_is_installable_with_the_wheels_node():
 
 
 def test_real_agents_through_the_proxy(proxy, scripted_model, e2e_dir):
-    rows = harness.run_specs(harness.SPECS, proxy.url, proxy.key, scripted_model, proxy.prefix_log,
+    rows = harness.run_specs(SPECS, proxy.url, proxy.key, scripted_model, proxy.prefix_log,
                              e2e_dir / "real-agents", modes=("plugin",), parallel=3, proxy=proxy)
     by = {(r["agent"], r["scenario"]): r for r in rows}
     problems = []
-    for spec in harness.SPECS:
+    for spec in SPECS:
         for scenario in harness.scenario_prompts(spec):
             row = by.get((spec.name, scenario))
             where = f"{spec.name} {spec.version} scenario {scenario}"

@@ -7,13 +7,12 @@ harness/llama_server.py runs the binary built here when the wheel is missing.
 The PyPI sdist of llama-cpp-python carries the whole llama.cpp tree
 (``vendor/llama.cpp``). Only the ``llama-server`` target is built, with the web UI,
 OpenSSL, curl, tests and examples off (with the UI on, the build tries to download),
-static libraries. The binary is cached outside the clone, keyed by version:
-``~/.cache/litellm-prefix/llama-server-<version>/llama-server`` (``LITELLM_PREFIX_CACHE``
-moves the cache). Takes about 14 minutes on 2 cores; cmake's progress is shown as it goes.
-Only that one sdist is fetched as source (``--no-binary llama-cpp-python``); its build
+static libraries. The binary is cached outside the clone, keyed by version (where and which
+version: ``harness/llama_build.py``, which the harness reads too). Takes about 14 minutes on
+2 cores; cmake's progress is shown as it goes. Only that one sdist is fetched as source (``--no-binary llama-cpp-python``); its build
 requirements come as wheels.
 
-    python tools/build_llama_server.py          # prints the binary's path when done
+    python -m tools.build_llama_server          # prints the binary's path when done
 """
 from __future__ import annotations
 
@@ -26,16 +25,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-VERSION = "0.3.36"
-
-
-def cache_dir() -> Path:
-    base = os.environ.get("LITELLM_PREFIX_CACHE") or os.path.join(Path.home(), ".cache", "litellm-prefix")
-    return Path(base) / f"llama-server-{VERSION}"
-
-
-def binary_path() -> Path:
-    return cache_dir() / "llama-server"
+from harness.llama_build import VERSION, binary_path
 
 
 def _run(cmd: list[str], **kwargs) -> None:

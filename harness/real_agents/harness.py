@@ -109,25 +109,6 @@ SUBTASKS = ("subtask one", "subtask two")  # d's and h's two subagent runs, one 
 TARGET_RATIO = 1.02
 
 
-def _specs() -> list[AgentSpec]:
-    """Every spec module present (pi here; Claude Code, Codex, opencode; Qwen Code, Gemini CLI)."""
-    import importlib
-
-    found: list[AgentSpec] = []
-    for module in ("specs_pi", "specs_cc", "specs_gq"):
-        try:
-            loaded = importlib.import_module(f"harness.real_agents.{module}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"real_agents.{module}":
-                raise
-            continue
-        found.extend(loaded.SPECS)
-    return found
-
-
-SPECS: list[AgentSpec] = _specs()
-
-
 def proxy_groups(model_url: str) -> list[dict]:
     """The scripted model's two proxy groups: with the plugin, and the same deployment without it.
 

@@ -169,7 +169,7 @@ def install_all(specs, parallel: int = 4) -> dict[str, Path]:
 
 
 def main(argv: list[str]) -> int:
-    from harness.real_agents.harness import SPECS
+    from harness.real_agents.catalog import SPECS
 
     names = set(argv)
     unknown = names - {s.name for s in SPECS}
