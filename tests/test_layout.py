@@ -1,7 +1,9 @@
 """The package's layering: no import cycle (lazy, function-level imports included), and the
 import contracts of pyproject's ``[tool.importlinter]`` (``lint-imports``): offline tools on
 top, then the LiteLLM glue, the transform, its outputs, measurement, the rules and the data
-they read; no module imports from a layer above its own.
+they read; no module imports from a layer above its own, and every module is in a layer. The
+support code one way: tools/, bench/ and examples/ above harness/, harness/ above the package,
+no cycle among them.
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import os
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "litellm_prefix"
@@ -102,8 +105,10 @@ LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 
 def _lint(config: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([str(LINT_IMPORTS), "--no-cache", "--verbose", "--config", str(config)], capture_output=True, text=True,
-                          cwd=PACKAGE.parent, timeout=120)
+    done = subprocess.run([str(LINT_IMPORTS), "--no-cache", "--verbose", "--config", str(config)], capture_output=True,
+                          text=True, cwd=PACKAGE.parent, timeout=120)
+    done.stdout = re.sub(r"\x1b\[[0-9;]*m", "", done.stdout)  # its colours
+    return done
 
 
 def test_the_layering_contracts_hold():
@@ -124,6 +129,93 @@ def test_an_upward_import_breaks_the_contract(tmp_path):
     assert "litellm_prefix.request.context -> litellm_prefix.settings" in done.stdout
 
 
+def _contracts(config: Path = PACKAGE.parent / "pyproject.toml") -> list[dict]:
+    return tomllib.loads(config.read_text())["tool"]["importlinter"]["contracts"]
+
+
+def _layered(contract: dict) -> set[str]:
+    """The modules a layers contract names (``a | b``, ``a : b``, ``(optional)``), made absolute."""
+    containers = contract.get("containers") or [""]
+    names = set()
+    for layer in contract["layers"]:
+        for name in layer.replace(":", "|").split("|"):
+            name = name.strip().strip("()").strip()
+            names.update(f"{c}.{name}" if c else name for c in containers)
+    return names
+
+
+def uncovered(modules: dict[str, Path], named: set[str]) -> list[str]:
+    """The modules no layer names: a module is covered where it or a package above it is named;
+    a package not named itself, where each of its children is covered and its ``__init__``
+    imports nothing (its children carry the code the contract must see)."""
+    def named_above(module: str) -> bool:
+        parts = module.split(".")
+        return any(".".join(parts[:i]) in named for i in range(len(parts), 0, -1))
+
+    out = []
+    for module, path in sorted(modules.items()):
+        if named_above(module):
+            continue
+        if path.name == "__init__.py":
+            children = [m for m in modules if m.startswith(module + ".")]
+            imports = any(isinstance(n, (ast.Import, ast.ImportFrom)) for n in ast.walk(ast.parse(path.read_text())))
+            if children and not imports and all(named_above(m) for m in children):
+                continue
+        out.append(module)
+    return out
+
+
+def test_every_module_of_the_package_is_in_a_layer():
+    """A module the layers contract does not name is checked by nothing: a new module must be put
+    in a layer (or in a folder that is one)."""
+    (layers,) = [c for c in _contracts() if c.get("id") == "layers"]
+    modules = {name: path for name, path in _modules().items() if name != "litellm_prefix"}
+    assert uncovered(modules, _layered(layers)) == []
+
+
+def test_a_module_left_out_of_the_layers_is_found():
+    """The check can fail: without ``request.appended`` (in no contract before issue 39) it is
+    named, and so is its folder (a folder is covered by its children only where all of them are)."""
+    (layers,) = [c for c in _contracts() if c.get("id") == "layers"]
+    named = _layered(layers) - {"litellm_prefix.request.appended"}
+    modules = {name: path for name, path in _modules().items() if name != "litellm_prefix"}
+    assert uncovered(modules, named) == ["litellm_prefix.request", "litellm_prefix.request.appended"]
+    named = _layered(layers) - {"litellm_prefix.request.rules"}
+    assert "litellm_prefix.request.rules.notes" in uncovered(modules, named)  # a folder named covers its modules
+
+
+def test_every_contract_is_checked():
+    """``lint-imports`` reads them all: the package's layers and the support code's."""
+    done = _lint(PACKAGE.parent / "pyproject.toml")
+    ids = {c.get("id") for c in _contracts()}
+    assert {"layers", "support", "support-acyclic"} <= ids
+    for contract in _contracts():
+        assert re.search(re.escape(contract["name"]) + r"\W+KEPT", done.stdout), contract["name"]
+
+
+def test_support_code_importing_upwards_breaks_the_contract(tmp_path):
+    """The check can fail: the package above the harness (which imports it) is an upward import."""
+    config = tmp_path / "contracts.toml"
+    config.write_text('[tool.importlinter]\nroot_packages = ["litellm_prefix", "harness"]\n\n'
+                      '[[tool.importlinter.contracts]]\nname = "upside down"\ntype = "layers"\n'
+                      'layers = ["litellm_prefix", "harness"]\n')
+    done = _lint(config)
+    assert done.returncode != 0 and "harness is not allowed to import litellm_prefix" in done.stdout
+
+
+def test_support_code_loads_no_module_by_name():
+    """An import by name (``importlib.import_module(f"bench.{name}")``) is one ``lint-imports``
+    cannot see: the harness and the package never load tools/, bench/ or harness/ code that way."""
+    found = []
+    for folder in ("harness", "litellm_prefix"):
+        for path in (PACKAGE.parent / folder).rglob("*.py"):
+            for n, line in enumerate(path.read_text().splitlines(), 1):
+                if re.search(r"""import_module\(\s*f?["'](bench|tools)\b""", line) or (
+                        folder == "litellm_prefix" and re.search(r"""import_module\(\s*f?["']harness\b""", line)):
+                    found.append(f"{path.relative_to(PACKAGE.parent)}:{n}")
+    assert found == []
+
+
 def test_tests_and_benchmarks_find_each_other_without_path_edits():
     """The harness, the benchmarks and tools/ are imported from the repository root (pytest's
     ``pythonpath``, ``python -m bench.NAME``), never by editing ``sys.path``."""
@@ -139,7 +231,7 @@ def test_tests_and_benchmarks_find_each_other_without_path_edits():
 
 @pytest.mark.servers  # a child process: end-to-end (tests/conftest.py)
 def test_importing_the_load_benchmark_leaves_the_environment_as_it_was():
-    """Tests import benchmarks (``harness.procs.load_bench``): bench/load.py hands its proxies an
+    """Tests import benchmarks (``from bench import load``): bench/load.py hands its proxies an
     environment of their own (``proxy_environment``) instead of editing this process's."""
     env = {**os.environ, "LITELLM_PREFIX_STORE": "redis://127.0.0.1:1", "LITELLM_PREFIX": "1", "PYTHONPATH": "."}
     env.pop("LITELLM_PREFIX_CONFIG", None)
