@@ -87,7 +87,7 @@ check: $(BIN)/.installed-run
 # the llama-cpp-python sdist (needs cmake and a C++ compiler; 14 minutes on 2 cores).
 # Nothing above uses it.
 llama-server: $(BIN)/.installed-run
-	$(BIN)/python tools/build_llama_server.py
+	$(BIN)/python -m tools.build_llama_server
 
 clean:
 	rm -rf $(VENV) .venv-litellm-* .pytest_cache .hypothesis *.egg-info
