@@ -151,7 +151,7 @@ def layer_chart(pyproject: Path = PYPROJECT) -> str:
     out = [f"Root package{'s' if len(roots) > 1 else ''}: {_modules(roots)}."]
     for contract in config.get("contracts", []):
         kind = contract["type"]
-        title = f"**{contract['name']}** (`{contract.get('id', kind)}`, a {kind} contract)"
+        title = f"**{contract['name']}** (`{contract.get('id', kind)}`, type `{kind}`)"
         if kind == "layers":
             containers = contract.get("containers", [])
             where = f" inside {_modules(containers)}" if containers else ""
