@@ -30,10 +30,10 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "bench" / "scenarios"
 
-from litellm_prefix.request.target import Target  # noqa: E402
-from litellm_prefix.request.core import Stabilizer  # noqa: E402
 from litellm_prefix.offline.replay import _CALL_TYPES, Turn, account  # noqa: E402
+from litellm_prefix.request.core import Stabilizer  # noqa: E402
 from litellm_prefix.request.rules.notes import unfolded  # noqa: E402
+from litellm_prefix.request.target import Target  # noqa: E402
 from litellm_prefix.settings import Settings  # noqa: E402
 
 AGENTS = ("claude-code", "opencode", "codex", "unknown")
@@ -73,7 +73,7 @@ def through_plugin(turns: list[tuple[Turn, dict]]) -> tuple[list[Turn], Counter]
 def _client_items(turn: Turn) -> list:
     request = turn.request
     if turn.route == "responses":
-        return [i for i in request.get("input") or [] if not (i.get("role") in ("system", "developer"))]
+        return [i for i in request.get("input") or [] if i.get("role") not in ("system", "developer")]
     if turn.route == "messages":
         return list(request.get("messages") or [])
     return [m for m in request.get("messages") or [] if m.get("role") not in ("system", "developer")]

@@ -28,8 +28,7 @@ MODES_RUN = ("off", "plugin", "no-profile")
 
 from harness import aider  # noqa: E402
 from harness.procs import Proxy, log_records  # noqa: E402
-from harness.real_agents.harness import (MODES, ScriptedModel, proxy_groups, reprocessed,  # noqa: E402
-                                          scripted_proxy_config)
+from harness.real_agents.harness import MODES, ScriptedModel, proxy_groups, reprocessed, scripted_proxy_config  # noqa: E402
 
 GROUPS = {**MODES, "no-profile": NO_PROFILE}
 

@@ -22,7 +22,6 @@ import json
 import os
 import platform
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -31,9 +30,9 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 ROOT = Path(__file__).resolve().parent.parent
 
 import httpx  # noqa: E402
+
 from harness.llama_server import LlamaServer, server_version  # noqa: E402
 from harness.procs import Proxy, free_port  # noqa: E402
-
 from litellm_prefix.offline.cli import usage_tokens  # noqa: E402
 from litellm_prefix.offline.replay import ROUTES, load  # noqa: E402
 

@@ -52,7 +52,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import re
 import tempfile
 import time
@@ -60,12 +59,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.load import Session, head_of  # noqa: E402  (sets the benchmark's environment)
+import httpx
 
-import httpx  # noqa: E402
-from harness.procs import Proxy, RedisServer, Upstream, stop  # noqa: E402
-
-from litellm_prefix.request.rules.notes import unfolded  # noqa: E402
+from bench.load import Session, head_of
+from harness.procs import Proxy, RedisServer, Upstream, stop
+from litellm_prefix.request.rules.notes import unfolded
 
 ROOT = Path(__file__).resolve().parent.parent
 FAULTS = ("redis", "redis-persisted", "engine", "gateway", "upstream-429", "upstream-500", "upstream-slow")

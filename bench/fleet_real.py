@@ -70,7 +70,6 @@ import httpx  # noqa: E402
 from bench import fleet  # noqa: E402
 from harness.llama_server import LlamaServer, server_version  # noqa: E402
 from harness.procs import Proxy, free_port  # noqa: E402
-
 from litellm_prefix.fleet import affinity, placement  # noqa: E402
 
 REPLICAS = ["replica-a", "replica-b", "replica-c", "replica-d"]
@@ -139,7 +138,7 @@ class Step:
 def steps(sessions: int, turns: int, seed: int, scale: float, horizon_s: float) -> list[Step]:
     """Every request of the trace, in the order of the clients' send times."""
     trace = fleet.make_trace(sessions, seed, horizon_s)
-    order = sorted(((s.turns[t].at, s.sid, t) for s in trace for t in range(min(turns, len(s.turns)))))
+    order = sorted((s.turns[t].at, s.sid, t) for s in trace for t in range(min(turns, len(s.turns))))
     by_id = {s.sid: s for s in trace}
     return [Step(by_id[sid], t, request(by_id[sid], t, scale)) for _, sid, t in order]
 
@@ -337,7 +336,7 @@ def replay_sdk(urls: dict[str, str], all_steps: list[Step], g: placement.Gate) -
             before = await requests_seen()
             try:
                 answer = await router.acompletion(model="local", **st.body)
-            except Exception:  # noqa: BLE001 - counted, and the run goes on
+            except Exception:  # any failure: counted, and the run goes on
                 out.failed()
                 continue
             expected = before + (2 if st.turn == 0 else 1) - 0.5  # a new session's placement, then the answer

@@ -70,11 +70,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 import litellm  # noqa: E402
 import orjson  # noqa: E402
-from bench.load import Session  # noqa: E402  (its import clears LITELLM_PREFIX_*: default settings, as its proxies)
 
 import litellm_prefix.request.target as target_module  # noqa: E402
-from litellm_prefix.request import core as core_module  # noqa: E402
+from bench.load import Session  # noqa: E402  (its import clears LITELLM_PREFIX_*: default settings, as its proxies)
 from litellm_prefix.hook import PrefixStabilizer  # noqa: E402
+from litellm_prefix.request import core as core_module  # noqa: E402
 from litellm_prefix.settings import Settings  # noqa: E402
 
 GROUP = "scripted-agents"
@@ -553,11 +553,8 @@ class Stages:
 
     def install(self) -> None:
         from litellm_prefix.fleet import affinity
-        from litellm_prefix.request import core, drift, pipeline, profiles
-        from litellm_prefix.measure import sinks
-        from litellm_prefix.measure import prefix
-
-        from litellm_prefix.request import wire
+        from litellm_prefix.measure import prefix, sinks
+        from litellm_prefix.request import core, drift, pipeline, profiles, wire
 
         pipeline.RULES[:] = [self.wrap(f"rule {rule.__name__}", rule) for rule in pipeline.RULES]
         pipeline.STATELESS_RULES[:] = [self.wrap(f"stateless rule {rule.__name__}", rule)

@@ -55,12 +55,12 @@ from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from harness.procs import Proxy  # noqa: E402
-from harness.providers import cache  # noqa: E402
-from harness.providers.server import MODE_OPTIONS, ProviderEmulator, mode_group, mode_groups  # noqa: E402
-from harness.real_agents import harness  # noqa: E402
-from harness.real_agents.catalog import SPECS  # noqa: E402
-from litellm_prefix.measure import classify, pricing  # noqa: E402
+from harness.procs import Proxy
+from harness.providers import cache
+from harness.providers.server import MODE_OPTIONS, ProviderEmulator, mode_group, mode_groups
+from harness.real_agents import harness
+from harness.real_agents.catalog import SPECS
+from litellm_prefix.measure import classify, pricing
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"

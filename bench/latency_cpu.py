@@ -41,14 +41,14 @@ import asyncio
 import json
 import random
 import statistics
-import sys
 import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-from bench import load  # noqa: E402  (sets the proxies' environment as for bench/load.py)
 import httpx  # noqa: E402
+
+from bench import load  # noqa: E402  (sets the proxies' environment as for bench/load.py)
 from harness.procs import Proxy, Upstream, proxy_config  # noqa: E402
 
 SESSIONS = 32

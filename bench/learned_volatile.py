@@ -16,7 +16,6 @@ import argparse
 import logging
 import os
 import statistics
-import sys
 import time
 from pathlib import Path
 
@@ -24,9 +23,8 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 ROOT = Path(__file__).resolve().parent.parent
 
 from harness.realistic import pi_system_prompt  # noqa: E402
-
-from litellm_prefix.request.target import Target  # noqa: E402
 from litellm_prefix.request.core import Stabilizer  # noqa: E402
+from litellm_prefix.request.target import Target  # noqa: E402
 from litellm_prefix.settings import Settings  # noqa: E402
 
 BASE = pi_system_prompt()

@@ -89,13 +89,13 @@ import os
 import platform
 import random
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import httpx
+
 from harness.procs import Proxy, RedisServer, Upstream, proxy_config
 from harness.sessions import PiClient, memory_flip_turn
 from litellm_prefix.request.rules.mid_system import SYSTEM_UPDATE_NOTE

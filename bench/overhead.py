@@ -33,10 +33,9 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 ROOT = Path(__file__).resolve().parent.parent
 
 from harness.realistic import TOOL_NAMES, conversation, install_root, openai_tools, pi_system_prompt, shuffled  # noqa: E402
-
-from litellm_prefix.request.target import Target  # noqa: E402
 from litellm_prefix.request.core import Stabilizer  # noqa: E402
 from litellm_prefix.request.sections import KNOWN  # noqa: E402
+from litellm_prefix.request.target import Target  # noqa: E402
 from litellm_prefix.settings import Settings  # noqa: E402
 
 
@@ -59,7 +58,7 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
-async def measure(tokens: int, samples: int, proxy: "ProxySampler | None" = None) -> dict:
+async def measure(tokens: int, samples: int, proxy: ProxySampler | None = None) -> dict:
     stabilizer = Stabilizer(Settings(path_check="trusted", stable_path="/srv/pi-home"))
     target = Target(model="openai/local", provider="openai")
     variants = requests_for(tokens, 6)
@@ -118,6 +117,7 @@ class ProxySampler:
         import tempfile
 
         import httpx
+
         from harness.procs import Proxy, Upstream, proxy_config
 
         work = Path(tempfile.mkdtemp(prefix="litellm-prefix-overhead-"))

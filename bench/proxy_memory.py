@@ -28,10 +28,10 @@ import time
 from pathlib import Path
 
 import httpx
-from harness.procs import Proxy, Upstream, proxy_config
-from harness.sessions import PiClient
 
 from bench.load import group_stats, proxy_environment
+from harness.procs import Proxy, Upstream, proxy_config
+from harness.sessions import PiClient
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMES = ("plain", "plugin")

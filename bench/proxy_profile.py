@@ -36,14 +36,13 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from collections import Counter
 from pathlib import Path
 
 import httpx
-from harness.procs import Proxy, Upstream, proxy_config
 
 from bench.load import Session, group_counters, proxy_environment, warm_up, wave
+from harness.procs import Proxy, Upstream, proxy_config
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMES = ("plain", "plugin")

@@ -27,7 +27,6 @@ import copy
 import json
 import os
 import platform
-import sys
 import tempfile
 import time
 from collections import Counter
@@ -38,7 +37,6 @@ ROOT = Path(__file__).resolve().parent.parent
 
 from harness.llama_server import LlamaServer, PortTaken, server_version  # noqa: E402
 from harness.procs import Proxy, free_port  # noqa: E402
-
 from litellm_prefix.offline.cli import usage_tokens  # noqa: E402
 from litellm_prefix.offline.replay import ROUTES, Turn, load  # noqa: E402
 

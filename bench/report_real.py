@@ -26,6 +26,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 ROOT = Path(__file__).resolve().parent.parent
 
 import httpx  # noqa: E402
+
 from bench.cache_real import PLUGIN_ENV, SCENARIOS, check_report, llama_config, run  # noqa: E402
 from harness.llama_server import LlamaServer  # noqa: E402
 from harness.procs import Proxy, free_port  # noqa: E402

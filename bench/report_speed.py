@@ -14,7 +14,6 @@ import json
 import os
 import platform
 import random
-import sys
 import tempfile
 import time
 from pathlib import Path

@@ -21,7 +21,6 @@ import asyncio
 import json
 import logging
 import os
-import sys
 import tempfile
 import time
 from collections import Counter
@@ -31,7 +30,6 @@ os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
 ROOT = Path(__file__).resolve().parent.parent
 
 from harness.procs import RedisServer  # noqa: E402
-
 from litellm_prefix.fleet.store import MemoryStore, RedisStore, ResilientStore, WireRedisStore  # noqa: E402
 from litellm_prefix.fleet.store.redis import _LOAD, _SAVE, _RedisLayout  # noqa: E402
 
@@ -109,7 +107,7 @@ class GlideStore(_RedisLayout):
         self._load, self._save = Script(_LOAD), Script(_SAVE)
 
     @classmethod
-    async def create(cls, port: int, ttl_seconds: int, timeout_seconds: float) -> "GlideStore":
+    async def create(cls, port: int, ttl_seconds: int, timeout_seconds: float) -> GlideStore:
         from glide import GlideClient, GlideClientConfiguration, NodeAddress
 
         config = GlideClientConfiguration([NodeAddress("127.0.0.1", port)],

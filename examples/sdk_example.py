@@ -14,10 +14,10 @@ import threading
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network at import
 
-import litellm  # noqa: E402
-from harness.recording_upstream import serve  # noqa: E402
+import litellm
 
-from litellm_prefix import PrefixStabilizer, Settings  # noqa: E402
+from harness.recording_upstream import serve
+from litellm_prefix import PrefixStabilizer, Settings
 
 SUFFIX = "node_modules/@earendil-works/pi-coding-agent"
 

@@ -33,8 +33,7 @@ from pathlib import Path
 from urllib.error import URLError
 from urllib.request import urlopen
 
-
-from harness.make_tiny_model import ensure_model  # noqa: E402
+from harness.make_tiny_model import ensure_model
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -148,7 +147,7 @@ class LlamaServer:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(timeout=10)
 
-    def __enter__(self) -> "LlamaServer":
+    def __enter__(self) -> LlamaServer:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import sys
 from pathlib import Path
 
 os.environ.setdefault("RAYON_NUM_THREADS", "1")  # deterministic BPE training
@@ -88,7 +87,7 @@ def write(out: Path) -> Path:
     n_vocab = len(tokens)
     rng = np.random.default_rng(7)
 
-    def weights(*shape: int) -> "np.ndarray":
+    def weights(*shape: int) -> np.ndarray:
         return (rng.standard_normal(shape, dtype=np.float32) * 0.02).astype(np.float32)
 
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -209,7 +209,7 @@ class Proxy:
             start_new_session=True,
         )
 
-    def wait_ready(self) -> "Proxy":
+    def wait_ready(self) -> Proxy:
         wait_http(f"{self.url}/health/liveliness", self.proc, 120, self.log)
         return self
 

@@ -16,7 +16,7 @@ class Fleet:
         self.proxies: list = []
         self.redis = self.balancer = None
 
-    def __enter__(self) -> "Fleet":
+    def __enter__(self) -> Fleet:
         from harness.balancer import Balancer
         from harness.procs import Proxy, RedisServer
 

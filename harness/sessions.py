@@ -3,10 +3,9 @@ from __future__ import annotations
 
 import copy
 import json
+import random
 
 from harness.realistic import openai_tools, paragraph, pi_sections, render_pi
-
-import random
 
 NOTIFICATION = "<background-task-notification>\ntask build-42 finished: exit 0\n</background-task-notification>"
 

@@ -137,7 +137,7 @@ class Digest:
     value: int
 
     @classmethod
-    def of(cls, raw: str | bytes) -> "Digest":
+    def of(cls, raw: str | bytes) -> Digest:
         return cls(len(raw), hash(raw))
 
 

@@ -20,10 +20,10 @@ from typing import Any
 
 from litellm.integrations.custom_logger import CustomLogger
 
-from .request import target as targets
 from .fleet.affinity import SessionAffinity, give_session_id, session_key
-from .request.target import Target
+from .request import target as targets
 from .request.core import Stabilizer, call_id_of
+from .request.target import Target
 from .settings import Settings, load_settings
 
 logger = logging.getLogger("litellm_prefix")

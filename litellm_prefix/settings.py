@@ -524,29 +524,29 @@ class Settings(BaseSettings, _Keys):
         return (init_settings, environment, project_source, global_source)
 
     @property
-    def volatile_rules(self) -> tuple[tuple[str, "re.Pattern[str]"], ...]:
+    def volatile_rules(self) -> tuple[tuple[str, re.Pattern[str]], ...]:
         """Presets first (in the order given), then custom rules, compiled."""
         rules = [(name, VOLATILE_PRESETS[name]) for name in self.volatile_presets]
         rules += [(rule.name, rule.pattern) for rule in self.volatile]
         return _compiled_rules(tuple(rules))
 
     @property
-    def tool_volatile_rules(self) -> tuple[tuple[str, "re.Pattern[str]"], ...]:
+    def tool_volatile_rules(self) -> tuple[tuple[str, re.Pattern[str]], ...]:
         """The presets turned on that also pin a span inside tool descriptions, compiled."""
         rules = [(f"{name}:tools", TOOL_VOLATILE_PRESETS[name]) for name in self.volatile_presets
                  if name in TOOL_VOLATILE_PRESETS]
         return _compiled_rules(tuple(rules))
 
     @property
-    def transient_parts_res(self) -> tuple["re.Pattern[str]", ...]:
+    def transient_parts_res(self) -> tuple[re.Pattern[str], ...]:
         return tuple(pattern for _, pattern in _compiled_rules(tuple(("", p) for p in self.transient_parts)))
 
     @property
-    def learned_volatile_exclude_res(self) -> tuple["re.Pattern[str]", ...]:
+    def learned_volatile_exclude_res(self) -> tuple[re.Pattern[str], ...]:
         return tuple(pattern for _, pattern in _compiled_rules(tuple(("", p) for p in self.learned_volatile_exclude)))
 
     @property
-    def notification_res(self) -> tuple["re.Pattern[str]", ...]:
+    def notification_res(self) -> tuple[re.Pattern[str], ...]:
         return tuple(pattern for _, pattern in _compiled_rules(tuple(("", p) for p in self.notification_patterns)))
 
     @property
@@ -560,7 +560,7 @@ class Settings(BaseSettings, _Keys):
         path = self.stable_path
         return _resolved_path(path, tuple(os.environ.get(name) for name in _path_variables(path)))
 
-    def for_model(self, names: tuple[str, ...] = (), model_info: Mapping[str, Any] | None = None) -> "Settings":
+    def for_model(self, names: tuple[str, ...] = (), model_info: Mapping[str, Any] | None = None) -> Settings:
         """Settings for one model: ``models`` globs matching any of its names (group, deployment
         model), in file order, then the deployment's ``model_info.litellm_prefix``.
 
@@ -574,7 +574,7 @@ class Settings(BaseSettings, _Keys):
             return self._for_model(names, deployment)
         return _FOR_MODEL.get(self, key, lambda: self._for_model(names, deployment))
 
-    def _for_model(self, names: tuple[str, ...], deployment: Any) -> "Settings":
+    def _for_model(self, names: tuple[str, ...], deployment: Any) -> Settings:
         updates: dict[str, Any] = {}
         for pattern, override in self.models.items():
             if any(fnmatchcase(name, pattern) for name in names if name):
@@ -611,7 +611,7 @@ def _resolved_path(path: str, values: tuple[str | None, ...]) -> str:
 
 
 @lru_cache(maxsize=64)
-def _compiled_rules(rules: tuple[tuple[str, str], ...]) -> tuple[tuple[str, "re.Pattern[str]"], ...]:
+def _compiled_rules(rules: tuple[tuple[str, str], ...]) -> tuple[tuple[str, re.Pattern[str]], ...]:
     return tuple((name, re.compile(pattern)) for name, pattern in rules)
 
 

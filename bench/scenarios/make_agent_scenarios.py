@@ -25,7 +25,6 @@ from __future__ import annotations
 import copy
 import json
 import random
-import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent

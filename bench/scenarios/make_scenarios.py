@@ -22,7 +22,6 @@ from __future__ import annotations
 import copy
 import json
 import random
-import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent

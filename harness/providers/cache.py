@@ -110,7 +110,7 @@ class Block:
         return {"label": self.label, "hash": self.hash, "prefix": self.prefix, "tokens": self.tokens, "ttl": self.ttl}
 
     @classmethod
-    def from_record(cls, record: Mapping[str, Any]) -> "Block":
+    def from_record(cls, record: Mapping[str, Any]) -> Block:
         return cls(str(record["label"]), str(record["hash"]), str(record["prefix"]), int(record["tokens"]),
                    record.get("ttl"))
 

@@ -49,8 +49,8 @@ import re
 import threading
 import time
 import uuid
-from dataclasses import dataclass
 from collections import defaultdict, deque
+from dataclasses import dataclass
 from typing import Any
 
 from harness.providers.cache import IMAGE_TOKENS, AutomaticPrefixRules, Charge, Part, prompt_of, tokens_with_images
@@ -205,7 +205,7 @@ def route(path: str) -> tuple[str, str] | None:
     return (found.group("model"), found.group("method")) if found else None
 
 
-def prepare(path: str, body: dict, headers: dict[str, str], caches: "CachedContents | None" = None,
+def prepare(path: str, body: dict, headers: dict[str, str], caches: CachedContents | None = None,
             now: float = 0.0) -> Exchange:
     found = route(path)
     if found is None:

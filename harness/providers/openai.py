@@ -55,8 +55,15 @@ import time
 import uuid
 from typing import Any
 
-from harness.providers.cache import (IMAGE_TOKENS, AutomaticPrefixRules, Charge, ExplicitBreakpointRules, Part,
-                                     prompt_of, tokens_with_images)
+from harness.providers.cache import (
+    IMAGE_TOKENS,
+    AutomaticPrefixRules,
+    Charge,
+    ExplicitBreakpointRules,
+    Part,
+    prompt_of,
+    tokens_with_images,
+)
 from harness.providers.wire import Exchange, Rejected, caller_key, cost_entry, sse
 
 BREAKPOINT = "prompt_cache_breakpoint"

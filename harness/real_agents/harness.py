@@ -86,7 +86,6 @@ from harness.procs import free_port, log_records, stop, wait_port
 from harness.real_agents import install
 from harness.real_agents.model import text_of
 from harness.real_agents.spec import AgentSpec, RunContext
-
 from litellm_prefix.request.drift import first_difference
 
 HERE = Path(__file__).resolve().parent

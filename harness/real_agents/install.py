@@ -28,7 +28,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from harness.real_agents.spec import AgentSpec  # noqa: E402
+from harness.real_agents.spec import AgentSpec
 
 INSTALL_HINT = ("install it with `.venv/bin/python -m pip install -e '.[agents]'` "
                 "(or `make test`, which installs the `agents` extra and the CLIs)")

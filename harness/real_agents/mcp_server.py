@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sys
 
+
 def answer(message: dict, marker: str) -> dict | None:
     """The response to one JSON-RPC message (None for a notification)."""
     if "id" not in message:

@@ -30,9 +30,8 @@ Found by running each CLI through a real LiteLLM proxy in front of a recording s
 """
 from __future__ import annotations
 
-import re
-
 import json
+import re
 
 from harness.real_agents.spec import AgentSpec, RunContext
 

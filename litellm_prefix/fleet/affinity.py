@@ -40,12 +40,12 @@ from typing import Any
 
 from cachetools import LRUCache
 
-from . import placement
-from ..request import wire
-from ..caches import orjson, Expiring, Recent
+from ..caches import Expiring, Recent, orjson
 from ..measure import classify
+from ..request import wire
 from ..request.sections import text_digest
 from ..request.session import identify, scoped_key, tenant_of
+from . import placement
 from .store import Store
 
 logger = logging.getLogger("litellm_prefix")

@@ -23,7 +23,7 @@ logger = logging.getLogger("litellm_prefix")
 
 NAMESPACE = "litellm_prefix"
 _LOCK = threading.Lock()
-_METRICS: "Metrics | None | bool" = False  # False: not tried yet; None: prometheus_client missing
+_METRICS: Metrics | None | bool = False  # False: not tried yet; None: prometheus_client missing
 _SERVED: dict[int, Any] = {}  # port -> prometheus_client's HTTP server
 # pi's own section names, the memory block and the system text; any other section (an
 # extension's) is reported as "section:extension" (a bounded label).

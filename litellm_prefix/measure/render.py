@@ -26,7 +26,7 @@ class Turn:
     target: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_line(cls, raw: Mapping[str, Any]) -> "Turn":
+    def from_line(cls, raw: Mapping[str, Any]) -> Turn:
         request = {k: v for k, v in raw.items() if k not in _META_KEYS}
         route = raw.get("route", "chat")
         if route not in ROUTES:

@@ -41,13 +41,13 @@ from typing import Any
 
 from cachetools import LRUCache, TTLCache
 
-from . import metrics, classify, prefix, pricing
-from ..request.events import AgentSeen, BillingBlock, Drift, Event, HeadSeen, payload
 from ..caches import Expiring
-from ..request.target import Target, cost_map_value
 from ..request.disk import forget_path
-from ..settings import Settings
+from ..request.events import AgentSeen, BillingBlock, Drift, Event, HeadSeen, payload
 from ..request.symlink import ensure_symlink
+from ..request.target import Target, cost_map_value
+from ..settings import Settings
+from . import classify, metrics, prefix, pricing
 
 logger = logging.getLogger("litellm_prefix")
 
@@ -143,7 +143,7 @@ class LogWriter:
                     r.set()
 
 
-_WRITERS: "weakref.WeakSet[LogWriter]" = weakref.WeakSet()
+_WRITERS: weakref.WeakSet[LogWriter] = weakref.WeakSet()
 
 
 @atexit.register

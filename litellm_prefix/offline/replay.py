@@ -22,14 +22,27 @@ import hashlib
 import importlib.util
 import json
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from ..measure.render import (ROUTES, Turn, _META_KEYS, _sorted_json, _text, _tool_json, chat_pair, end_part,  # noqa: F401
-                     hoists, later_part, messages_of, render, render_parts)
+from ..measure.render import (  # noqa: F401
+    _META_KEYS,
+    ROUTES,
+    Turn,
+    _sorted_json,
+    _text,
+    _tool_json,
+    chat_pair,
+    end_part,
+    hoists,
+    later_part,
+    messages_of,
+    render,
+    render_parts,
+)
 
 BLOCK = 16
 _CALL_TYPES = {"chat": "acompletion", "messages": "anthropic_messages", "responses": "aresponses"}
@@ -155,8 +168,8 @@ def account(turns: Iterable[Turn]) -> Totals:
 
 def stabilized(turns: list[Turn], settings) -> list[Turn]:
     """The same turns as the plugin would send them (one in-memory journal per replay)."""
-    from ..request.target import Target
     from ..request.core import Stabilizer
+    from ..request.target import Target
 
     stabilizer = Stabilizer(settings)
     out = []

@@ -85,7 +85,7 @@ class Group:
         by_lost[cls] = by_lost.get(cls, 0) + lost
         by_reprocessed[cls] = by_reprocessed.get(cls, 0) + prompt - cached
 
-    def merge(self, other: "Group") -> None:
+    def merge(self, other: Group) -> None:
         self.calls += other.calls
         self.prompt_tokens += other.prompt_tokens
         self.cached_tokens += other.cached_tokens

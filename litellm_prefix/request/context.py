@@ -43,7 +43,7 @@ class Context:
     # (rules/hints.py).
     context_ends: tuple[int, ...] = ()
 
-    def but(self, **changes: Any) -> "Context":
+    def but(self, **changes: Any) -> Context:
         """``dataclasses.replace(self, **changes)`` without its per-call field introspection (the
         shell derives a request's contexts several times per request; the memo is shared)."""
         new = object.__new__(Context)

@@ -20,23 +20,36 @@ from typing import Any
 
 from cachetools import Cache, LRUCache
 
-from . import pipeline, profiles, wire
-from .appended import extends as appended_extends, extensible
-from ..caches import Digest, StreamRecord, Streams, body_digests, body_json, orjson, Expiring
-from .events import AgentSeen, Drift, Event, payload
-from .context import Context
-from .target import Target
-from .drift import head_record, tools_entry, tools_json
-from .sections import text_digest
-from .rules.billing import is_billing_block
-from .rules.paths import link_target
-from .journal import Journal, content_hash, unmarked
-from .session import (DERIVED, answer_turns, compaction_answers, context_ends, continuation_key, continued_summary,
-                      first_user_text, identify, opening_digest, request_digest, scoped_key, turns_digest, workspace)
-from ..settings import Settings
+from ..caches import Digest, Expiring, StreamRecord, Streams, body_digests, body_json, orjson
+from ..fleet.store import Store, build_store, journal_text_refs
 from ..measure.metrics import Stats
 from ..measure.sinks import Sinks
-from ..fleet.store import Store, build_store, journal_text_refs
+from ..settings import Settings
+from . import pipeline, profiles, wire
+from .appended import extends as appended_extends, extensible
+from .context import Context
+from .drift import head_record, tools_entry, tools_json
+from .events import AgentSeen, Drift, Event, payload
+from .journal import Journal, content_hash, unmarked
+from .rules.billing import is_billing_block
+from .rules.paths import link_target
+from .sections import text_digest
+from .session import (
+    DERIVED,
+    answer_turns,
+    compaction_answers,
+    context_ends,
+    continuation_key,
+    continued_summary,
+    first_user_text,
+    identify,
+    opening_digest,
+    request_digest,
+    scoped_key,
+    turns_digest,
+    workspace,
+)
+from .target import Target
 
 logger = logging.getLogger("litellm_prefix")
 

@@ -10,7 +10,6 @@ import os
 
 from ..caches import Recent
 
-
 EXISTS_SECONDS = 1.0
 _EXISTS = Recent(EXISTS_SECONDS, 4096)
 

@@ -26,7 +26,7 @@ class Event:
         return data if isinstance(data, Mapping) else data.record()
 
 
-def payload(events: "Iterable[Event]", cls: type[_P]) -> _P | None:
+def payload(events: Iterable[Event], cls: type[_P]) -> _P | None:
     """The first event payload of type ``cls``, if any."""
     return next((e.data for e in events if type(e.data) is cls), None)
 

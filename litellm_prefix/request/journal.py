@@ -102,7 +102,7 @@ class Note:
         return [self.index, self.anchor, self.kind, self.text]
 
     @classmethod
-    def from_json(cls, raw: list[Any]) -> "Note":
+    def from_json(cls, raw: list[Any]) -> Note:
         return cls(int(raw[0]), str(raw[1]), str(raw[2]), str(raw[3]))
 
 
@@ -136,7 +136,7 @@ class LearnedLine:
         return [self.key, self.pinned, self.seen, self.told, self.told_at, self.nonce]
 
     @classmethod
-    def from_json(cls, raw: list[Any]) -> "LearnedLine":
+    def from_json(cls, raw: list[Any]) -> LearnedLine:
         told_at = None if raw[4] is None else int(raw[4])
         return cls(str(raw[0]), str(raw[1]), str(raw[2]), str(raw[3]), told_at, bool(raw[5]))
 
@@ -151,7 +151,7 @@ class LearnState:
         return {"head": self.head, "lines": self.lines, "learned": [line.to_json() for line in self.learned]}
 
     @classmethod
-    def from_json(cls, raw: dict[str, Any]) -> "LearnState":
+    def from_json(cls, raw: dict[str, Any]) -> LearnState:
         return cls(str(raw.get("head", "")), str(raw.get("lines", "")),
                    tuple(LearnedLine.from_json(line) for line in raw.get("learned", ())))
 
@@ -175,10 +175,10 @@ class Journal:
     trace: tuple[int, str, str] | None = None  # (answers, their calls' digest, the request's digest)
     forks: tuple[str, ...] = ()  # the names of the key's later look-alike sessions (core._generation)
 
-    def replace(self, **changes: Any) -> "Journal":
+    def replace(self, **changes: Any) -> Journal:
         return dataclasses.replace(self, **changes)
 
-    def with_note(self, note: Note) -> "Journal":
+    def with_note(self, note: Note) -> Journal:
         return self.replace(notes=self.notes + (note,))
 
     def volatile_value(self, name: str) -> tuple[str, str] | None:
@@ -187,7 +187,7 @@ class Journal:
                 return pinned, last
         return None
 
-    def with_volatile(self, name: str, pinned: str, last: str) -> "Journal":
+    def with_volatile(self, name: str, pinned: str, last: str) -> Journal:
         kept = tuple(v for v in self.volatile if v[0] != name)
         return self.replace(volatile=tuple(sorted(kept + ((name, pinned, last),))))
 
@@ -229,7 +229,7 @@ class Journal:
         return out
 
     @classmethod
-    def from_json(cls, raw: dict[str, Any] | None) -> "Journal":
+    def from_json(cls, raw: dict[str, Any] | None) -> Journal:
         if not raw or raw.get("v") != VERSION:
             return cls()
         head = raw.get("head")
@@ -271,7 +271,7 @@ class Journal:
         return json.dumps(raw, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
 
     @classmethod
-    def decoded(cls, text: str) -> "Journal":
+    def decoded(cls, text: str) -> Journal:
         """``from_json`` of a journal's text (orjson; the stdlib for what orjson refuses, a lone surrogate)."""
         if orjson is not None:
             try:

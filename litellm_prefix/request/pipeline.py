@@ -13,13 +13,13 @@ from collections.abc import Iterable, Mapping
 from typing import NamedTuple, Protocol
 
 from .context import Context
-from .events import Event, TextsNeeded, TextsToKeep
 from .drift import record_head
+from .events import Event, TextsNeeded, TextsToKeep
 from .journal import Journal
 from .rules.billing import set_aside_billing_block
 from .rules.head_pin import keep_pinned_head
-from .rules.listing_order import keep_listing_order
 from .rules.hints import place_cache_breakpoints, set_prompt_cache_key, target_uses_prompt_cache_key
+from .rules.listing_order import keep_listing_order
 from .rules.memory import snapshot_memory
 from .rules.mid_system import place_mid_conversation_system
 from .rules.notes import place_notes, reseed

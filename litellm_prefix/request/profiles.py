@@ -18,14 +18,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from functools import lru_cache
 from typing import Any
 
-from .sections import segment_memo
 from ..caches import PerObject
-from ..settings import ContextBlock, Listing, Settings
 from ..profile_data import (  # noqa: F401  (the profiles' data, read as profiles.NAME)
     BILLING_PREFIX,
     CLAUDE_CODE,
@@ -38,6 +35,8 @@ from ..profile_data import (  # noqa: F401  (the profiles' data, read as profile
     QWEN_CODE_CONTEXT,
     Profile,
 )
+from ..settings import ContextBlock, Listing, Settings
+from .sections import segment_memo
 
 # Every profile's never-learned lines, compiled once.
 NEVER_LEARNED: tuple[re.Pattern[str], ...] = tuple(re.compile(p) for prof in PROFILES for p in prof.never_learned)
@@ -68,7 +67,7 @@ def header(headers: Mapping[str, Any], name: str) -> str | None:
 
 
 @lru_cache(maxsize=256)
-def _re(pattern: str) -> "re.Pattern[str]":
+def _re(pattern: str) -> re.Pattern[str]:
     return re.compile(pattern)
 
 

@@ -175,7 +175,7 @@ def _typed_content(content: Any, rules: tuple) -> Any:
 CONTEXT_THROUGH_SCAN = 32  # messages searched for the end of an agent's example conversation
 
 
-def first_typed(view: View, profile: "Profile | None") -> tuple[int, Any] | None:
+def first_typed(view: View, profile: Profile | None) -> tuple[int, Any] | None:
     """(index, content) of the conversation's first typed text: the first user message with the
     profile's declared context blocks at its start taken off (``first_user_context``: Gemini CLI's
     ``<session_context>`` part, Claude Code's date reminder). A user message that is *all* the
@@ -221,7 +221,7 @@ def _opens(item: Any, patterns: tuple[str, ...]) -> bool:
     return any(_re(pattern).match(text) for pattern in patterns)
 
 
-def context_ends(view: View, profile: "Profile | None") -> tuple[int, ...]:
+def context_ends(view: View, profile: Profile | None) -> tuple[int, ...]:
     """Where the agent's own leading context ends, in ``view.body`` (ascending; empty where the
     profile declares none): the fixed reply closing its example conversation (``context_through``,
     the same bytes in every session of the agent) and the message before the first typed prompt
@@ -245,7 +245,7 @@ def context_ends(view: View, profile: "Profile | None") -> tuple[int, ...]:
     return tuple(ends)
 
 
-def _acknowledged(body: Sequence[Any], at: int, profile: "Profile | None") -> int | None:
+def _acknowledged(body: Sequence[Any], at: int, profile: Profile | None) -> int | None:
     """Where the conversation goes on after an agent's context message whose reply (at ``at``) is one
     of its fixed ones (``context_ack``), or after one with no reply at all; None: another reply."""
     if at < len(body) and field_of(body[at], "role") == "assistant":
@@ -256,7 +256,7 @@ def _acknowledged(body: Sequence[Any], at: int, profile: "Profile | None") -> in
     return at
 
 
-def _without_suffixes(content: Any, profile: "Profile | None") -> Any:
+def _without_suffixes(content: Any, profile: Profile | None) -> Any:
     """``content`` with the profile's ``typed_suffixes`` cut from its text (a string; else as it is)."""
     if profile is None or not profile.typed_suffixes or not isinstance(content, str):
         return content
@@ -267,7 +267,7 @@ def _without_suffixes(content: Any, profile: "Profile | None") -> Any:
     return content
 
 
-def first_user_text(view: View, profile: "Profile | None" = None) -> str:
+def first_user_text(view: View, profile: Profile | None = None) -> str:
     typed = first_typed(view, profile)
     if typed is None:
         return ""
@@ -336,7 +336,7 @@ def _agent_source(data: Mapping[str, Any], headers: Mapping[str, Any], source: s
     return value if isinstance(value, str) and value else None
 
 
-def agent_session_id(data: Mapping[str, Any], profile: "Profile | None") -> tuple[str, str] | None:
+def agent_session_id(data: Mapping[str, Any], profile: Profile | None) -> tuple[str, str] | None:
     """(the agent's own session id, its source), from the profile's sources in order."""
     if profile is None:
         return None
@@ -352,11 +352,11 @@ def agent_session_id(data: Mapping[str, Any], profile: "Profile | None") -> tupl
 
 
 @lru_cache(maxsize=256)
-def _re(pattern: str) -> "re.Pattern[str]":
+def _re(pattern: str) -> re.Pattern[str]:
     return re.compile(pattern)
 
 
-def _identity_segment(view: View, profile: "Profile | None") -> str | None:
+def _identity_segment(view: View, profile: Profile | None) -> str | None:
     """The head's first segment not shared by every agent of the kind, blanked, its start only."""
     shared = profile.shared_head if profile is not None else ()
     for segment in view.head:
@@ -365,7 +365,7 @@ def _identity_segment(view: View, profile: "Profile | None") -> str | None:
     return None
 
 
-def head_identity(view: View, profile: "Profile | None") -> str:
+def head_identity(view: View, profile: Profile | None) -> str:
     segment = _identity_segment(view, profile)
     return content_hash(segment) if segment is not None else ""
 
@@ -380,7 +380,7 @@ def _context_items(view: View) -> list[Any]:
     return items
 
 
-def workspace(view: View, profile: "Profile | None") -> str:
+def workspace(view: View, profile: Profile | None) -> str:
     """The workspace the request names (a cwd line in the head, else in the context items), or ''."""
     patterns = (*(profile.workspace if profile is not None else ()), *WORKSPACE)
     for segment in view.head:
@@ -431,7 +431,7 @@ def _call_of(call: Any) -> tuple[str, Any, Any]:
     return call_id if isinstance(call_id, str) else "", name, arguments
 
 
-def first_answer(view: View, profile: "Profile | None" = None) -> str | None:
+def first_answer(view: View, profile: Profile | None = None) -> str | None:
     """The identity of the first answer in the history (None: no answer yet): the first assistant
     turn after the conversation's first typed prompt (``first_typed``: never an agent's fixed reply
     to its context), up to the client's next item. Its tool-call ids (chat ``tool_calls``,
@@ -483,7 +483,7 @@ def _is_client_item(item: Any) -> bool:
         or (isinstance(kind, str) and kind.endswith("_output"))
 
 
-def answer_turns(view: View, profile: "Profile | None" = None) -> tuple[str, ...]:
+def answer_turns(view: View, profile: Profile | None = None) -> tuple[str, ...]:
     """One entry per answer after the first typed prompt (``first_typed``), in order: the answer's tool
     calls by name and arguments, as sent, then what the client sent after it: each tool result's
     digest (an identical result repeated at once counted once: Gemini CLI's resume replays each twice)
@@ -540,7 +540,7 @@ def answer_turns(view: View, profile: "Profile | None" = None) -> tuple[str, ...
     return tuple(turns)
 
 
-def _client_entries(item: Any, profile: "Profile | None") -> list[str]:
+def _client_entries(item: Any, profile: Profile | None) -> list[str]:
     """What a client item sent after an answer says of its session: the digest of each tool result it
     carries (a chat ``tool`` message, a Responses ``*_output`` item, an Anthropic user message's
     ``tool_result`` blocks), and a prompt's typed text: its last text part that is no transient part,
@@ -577,7 +577,7 @@ def turns_digest(turns: Sequence[str], count: int) -> str:
     return content_hash("\x00".join(turns[:count]))
 
 
-def opening_digest(view: View, profile: "Profile | None" = None) -> str:
+def opening_digest(view: View, profile: Profile | None = None) -> str:
     """A digest of the conversation up to and with its first typed prompt (``first_typed``), marks
     ignored: a session's first request and the requests after it in that process share it."""
     typed = first_typed(view, profile)
@@ -589,7 +589,7 @@ def request_digest(view: View) -> str:
     return content_hash([list(view.head), view.tools, list(view.body)])
 
 
-def derived_session_id(view: View, profile: "Profile | None") -> str:
+def derived_session_id(view: View, profile: Profile | None) -> str:
     """The anchor of a derived session: first user message, workspace, agent, head identity."""
     parts = (first_user_text(view, profile), workspace(view, profile), profile.name if profile is not None else "",
              head_identity(view, profile))
@@ -597,7 +597,7 @@ def derived_session_id(view: View, profile: "Profile | None") -> str:
     return f"{DERIVED}:{digest}"
 
 
-def _aux_stream(data: Mapping[str, Any], view: View, profile: "Profile", named: bool) -> str | None:
+def _aux_stream(data: Mapping[str, Any], view: View, profile: Profile, named: bool) -> str | None:
     """The kind of auxiliary call this request is (a title, a summary, a compaction prompt), or None.
     (A request without tools is one only where no header or agent id already names its stream.)"""
     last_user = None
@@ -625,7 +625,7 @@ def _aux_stream(data: Mapping[str, Any], view: View, profile: "Profile", named: 
     return None
 
 
-def _first_prompt(view: View, profile: "Profile") -> str | None:
+def _first_prompt(view: View, profile: Profile) -> str | None:
     """The conversation's first prompt: the first typed text (``first_typed``), past the agent's
     context items that lead the conversation (user messages matching ``stream_by_first_prompt``,
     each followed by another user message: Codex's AGENTS.md and environment context)."""
@@ -643,7 +643,7 @@ def _first_prompt(view: View, profile: "Profile") -> str | None:
         content = field_of(body[index], "content")
 
 
-def session_stream(data: Mapping[str, Any], view: View, profile: "Profile | None",
+def session_stream(data: Mapping[str, Any], view: View, profile: Profile | None,
                    session: str | None = None) -> str | None:
     """The stream inside the session (``None``: the main stream, or no profile).
 
@@ -691,7 +691,7 @@ def session_stream(data: Mapping[str, Any], view: View, profile: "Profile | None
     return "\x00".join(parts) or None
 
 
-def session_id(data: Mapping[str, Any], view: View, profile: "Profile | None" = None) -> tuple[str, str]:
+def session_id(data: Mapping[str, Any], view: View, profile: Profile | None = None) -> tuple[str, str]:
     """(raw session id, how it was found); a derived id is the session's anchor (see the module doc)."""
     own = agent_session_id(data, profile)
     if own is not None:
@@ -734,7 +734,7 @@ class Identity:
     answer: str | None = None  # a derived session's first answer (``first_answer``), part of its key
 
 
-def identify(data: Mapping[str, Any], view: View, profile: "Profile | None" = None,
+def identify(data: Mapping[str, Any], view: View, profile: Profile | None = None,
              api_key_hash: str | None = None, team_id: str | None = None) -> Identity:
     session, source = session_id(data, view, profile)
     stream = session_stream(data, view, profile, session)
@@ -758,14 +758,14 @@ def identify(data: Mapping[str, Any], view: View, profile: "Profile | None" = No
 # -- a compacted session goes on -----------------------------------------------------------
 
 
-def continuation_key(tenant: str, profile: "Profile", workspace: str, summary: str) -> str:
+def continuation_key(tenant: str, profile: Profile, workspace: str, summary: str) -> str:
     """Where a compaction leaves its session's journal for the session that goes on from its summary
     (``Profile.compaction_summary``): the tenant, the agent, the workspace (``workspace(...)``) and
     the summary's hash."""
     return scoped_key(tenant, f"continued\x00{profile.name}\x00{workspace}\x00{content_hash(summary.strip())}")
 
 
-def compaction_answers(profile: "Profile", answer: str) -> tuple[str, ...]:
+def compaction_answers(profile: Profile, answer: str) -> tuple[str, ...]:
     """The summaries an agent may make of its compaction call's ``answer``, one per form of
     ``Profile.compaction_summary`` (what that form drops taken out), as they would stand in the
     next request's first prompt (``continued_summary`` matches any form); none where empty."""
@@ -773,7 +773,7 @@ def compaction_answers(profile: "Profile", answer: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(summary for summary in found if summary))
 
 
-def continued_summary(view: View, profile: "Profile | None") -> str | None:
+def continued_summary(view: View, profile: Profile | None) -> str | None:
     """The summary a request's first prompt carries where it goes on from a compaction
     (``Profile.compaction_summary``, group ``summary``), else None."""
     if profile is None or not profile.compaction_summary:

@@ -34,6 +34,7 @@ from typing import Any
 
 from ..caches import Recent
 
+
 @dataclass(frozen=True)
 class Target:
     """The deployment a request goes to, as far as the hook can tell."""

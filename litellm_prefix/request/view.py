@@ -61,7 +61,7 @@ class View:
         """The head's segments: strings, or ``SectionedText`` where a rule left sections unjoined."""
         return self._segments if self._segments is not None else self.head
 
-    def replace(self, **changes: Any) -> "View":
+    def replace(self, **changes: Any) -> View:
         fields = {"shape": self.shape, "tools": self.tools, "body": self.body, "text_part": self.text_part,
                   "head_aside": self.head_aside, "head_dropped": self.head_dropped}
         if "head" in changes:

@@ -73,7 +73,7 @@ class Cipher:
         self._readers = {_key_id(k): AESGCM(k) for k in (*old, current)}
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> "Cipher | None":
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Cipher | None:
         """The cipher the environment configures, or None (no key: values are stored plain)."""
         env = os.environ if environ is None else environ
         current = env.get(KEY_ENV, "").strip()

@@ -82,8 +82,7 @@ class ClusterStore(_RedisLayout):
         return client
 
     async def _connect(self) -> Any:
-        from glide import (GlideClusterClient, GlideClusterClientConfiguration, Logger, LogLevel, NodeAddress,
-                           ServerCredentials)
+        from glide import GlideClusterClient, GlideClusterClientConfiguration, Logger, LogLevel, NodeAddress, ServerCredentials
 
         Logger.set_logger_config(LogLevel.ERROR)  # glide's own warnings (slow responses) go to stderr
         credentials = (ServerCredentials(self.options["password"], self.options["username"])

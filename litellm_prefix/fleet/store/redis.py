@@ -13,7 +13,6 @@ from typing import Any
 from .base import STORE_THREADS, StoredJournal
 from .cipher import Cipher, open_plain
 
-
 # KEYS[1]: the session's journal hash. ARGV[1]: the text key prefix; ARGV[2]: TTL; ARGV[3..]: text hashes
 # the caller already holds. Returns {} for a new session, else {version, journal, refs,
 # hash1, text1, ...} with the referred texts the caller lacks (those Redis still has).
@@ -169,14 +168,14 @@ class RedisStore(_RedisLayout):
                 "max_connections": STORE_THREADS + 2, "decode_responses": True}
 
     @classmethod
-    def from_url(cls, url: str, ttl_seconds: int, timeout_seconds: float, cipher: Cipher | None = None) -> "RedisStore":
+    def from_url(cls, url: str, ttl_seconds: int, timeout_seconds: float, cipher: Cipher | None = None) -> RedisStore:
         import redis
 
         return cls(redis.Redis.from_url(url, **cls.client_options(timeout_seconds)), ttl_seconds, cipher=cipher)
 
     @classmethod
     def from_sentinel_url(cls, url: str, ttl_seconds: int, timeout_seconds: float,
-                          cipher: Cipher | None = None) -> "RedisStore":
+                          cipher: Cipher | None = None) -> RedisStore:
         """``redis+sentinel://[user:pass@]host:port[,host:port]/service[/db]``: the primary Sentinel
         names. redis-py asks the sentinels again whenever a connection to the primary fails (a
         failover), and treats a primary turned replica (READONLY) as a lost connection."""

@@ -47,7 +47,7 @@ class _Workers:
         self._started = False
         self._lock = threading.Lock()
 
-    def submit(self, call: "_Call") -> None:
+    def submit(self, call: _Call) -> None:
         if not self._started:
             with self._lock:
                 if not self._started:

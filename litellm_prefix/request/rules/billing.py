@@ -24,11 +24,11 @@ from __future__ import annotations
 import re
 from urllib.parse import urlparse
 
-from ..events import BillingBlock, Event
 from ..context import Context
-from ..target import Target
 from ..drift import estimate_tokens, tools_json
+from ..events import BillingBlock, Event
 from ..profiles import BILLING_PREFIX
+from ..target import Target
 from ..view import View
 
 BILLING_BLOCK = re.compile(re.escape(BILLING_PREFIX) + r"[^\n]*\n?\Z")

@@ -60,10 +60,10 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
+from ...caches import compact_json
 from ..context import Context
 from ..events import Event
 from ..target import Target
-from ...caches import compact_json
 from ..view import is_system_message
 from .mid_system import openai_own_api
 

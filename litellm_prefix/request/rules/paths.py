@@ -62,8 +62,8 @@ from types import MappingProxyType
 from typing import Any
 
 from ..context import Context
-from ..events import Event
 from ..drift import tools_json
+from ..events import Event
 from ..journal import Journal
 from ..sections import JOIN, SectionedText, memo, memo_of
 from ..view import View, is_system_message

@@ -41,10 +41,10 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ..context import Context
-from ..events import Event
 from ...caches import compact_json
+from ..context import Context
 from ..drift import remember_tools, tools_entry
+from ..events import Event
 from ..journal import Journal
 from ..sections import SectionedText, memo, sections_of, segment_memo
 from ..view import View, tool_name

@@ -59,14 +59,14 @@ import hashlib
 import re
 from functools import lru_cache
 
+from ...profile_data import TOOL_VOLATILE_PRESETS, VOLATILE_PRESETS
+from ...settings import ContextBlock
 from ..context import Context
 from ..events import Event, TextsNeeded, TextsToKeep
 from ..journal import Journal, LearnedLine, LearnState, Note, content_hash
 from ..profiles import NEVER_LEARNED
 from ..sections import memo, parse_head, section_digests, segment_memo
-from ...profile_data import TOOL_VOLATILE_PRESETS, VOLATILE_PRESETS
-from ...settings import ContextBlock
-from ..view import TEXT_PART_TYPES, View, field_of, is_user_message, tool_description, with_tool_description
+from ..view import TEXT_PART_TYPES, View, is_user_message, tool_description, with_tool_description
 from .notes import tail_anchor
 
 # A run that may change without meaning anything new (blanked as NUMBER in a line's shape): a
@@ -172,7 +172,7 @@ _ANCHORS: dict[str, tuple[str, ...]] = {
 }
 
 
-def search(pattern: "re.Pattern[str]", text: str) -> "re.Match[str] | None":
+def search(pattern: re.Pattern[str], text: str) -> re.Match[str] | None:
     """``pattern.search(text)``; for a preset, from the line of its first literal (see ``_ANCHORS``)."""
     anchors = _ANCHORS.get(pattern.pattern)
     if anchors is None:
@@ -183,7 +183,7 @@ def search(pattern: "re.Pattern[str]", text: str) -> "re.Match[str] | None":
     return pattern.search(text, text.rfind("\n", 0, min(found)) + 1)
 
 
-def _known_search(pattern: "re.Pattern[str]", text: str) -> "re.Match[str] | None":
+def _known_search(pattern: re.Pattern[str], text: str) -> re.Match[str] | None:
     """``search(pattern, text)``, remembered with the head text (a session's head repeats every turn)."""
     return segment_memo(text, ("volatile-search", pattern.pattern, pattern.flags), lambda t: search(pattern, t))
 

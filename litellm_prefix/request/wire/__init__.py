@@ -45,7 +45,7 @@ _BY_CALL_TYPE = {
 }
 
 
-def wire_for(data: Mapping[str, Any], call_type: Any = None, target: "Target | None" = None) -> Wire | None:
+def wire_for(data: Mapping[str, Any], call_type: Any = None, target: Target | None = None) -> Wire | None:
     """The adapter for this request, or ``None`` when it is not a shape we rewrite.
 
     With a call type, only that type's adapter (embeddings, images, pass-through routes:
