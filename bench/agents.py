@@ -27,14 +27,15 @@ from collections import Counter
 from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from litellm_prefix.offline.replay import _CALL_TYPES, Turn, account
+from litellm_prefix.request.core import Stabilizer
+from litellm_prefix.request.rules.notes import unfolded
+from litellm_prefix.request.target import Target
+from litellm_prefix.settings import Settings
+
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "bench" / "scenarios"
-
-from litellm_prefix.offline.replay import _CALL_TYPES, Turn, account  # noqa: E402
-from litellm_prefix.request.core import Stabilizer  # noqa: E402
-from litellm_prefix.request.rules.notes import unfolded  # noqa: E402
-from litellm_prefix.request.target import Target  # noqa: E402
-from litellm_prefix.settings import Settings  # noqa: E402
 
 AGENTS = ("claude-code", "opencode", "codex", "unknown")
 TARGET_RATIO = 1.02

@@ -22,13 +22,14 @@ import tempfile
 from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from harness import aider
+from harness.procs import Proxy, log_records
+from harness.real_agents.harness import MODES, ScriptedModel, proxy_groups, reprocessed, scripted_proxy_config
+
 ROOT = Path(__file__).resolve().parent.parent
 NO_PROFILE = "scripted-agents-no-profile"
 MODES_RUN = ("off", "plugin", "no-profile")
-
-from harness import aider  # noqa: E402
-from harness.procs import Proxy, log_records  # noqa: E402
-from harness.real_agents.harness import MODES, ScriptedModel, proxy_groups, reprocessed, scripted_proxy_config  # noqa: E402
 
 GROUPS = {**MODES, "no-profile": NO_PROFILE}
 

@@ -27,14 +27,15 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+import httpx
+
+from harness.llama_server import LlamaServer, server_version
+from harness.procs import Proxy, free_port
+from litellm_prefix.offline.cli import usage_tokens
+from litellm_prefix.offline.replay import ROUTES, load
+
 ROOT = Path(__file__).resolve().parent.parent
-
-import httpx  # noqa: E402
-
-from harness.llama_server import LlamaServer, server_version  # noqa: E402
-from harness.procs import Proxy, free_port  # noqa: E402
-from litellm_prefix.offline.cli import usage_tokens  # noqa: E402
-from litellm_prefix.offline.replay import ROUTES, load  # noqa: E402
 
 SCENARIOS = ["pi", "claude-code", "codex"]
 PLUGIN_ENV = {

@@ -56,9 +56,9 @@ from collections import OrderedDict, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from litellm_prefix.fleet import placement
 
-from litellm_prefix.fleet import placement  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 BLOCK = 16  # tokens per engine cache block (vLLM)
 PLACEMENT_BLOCK = 512  # tokens per head block of the plugin's index (placement.BLOCK_CHARS / 4)
@@ -179,7 +179,6 @@ def pid(*parts: object) -> int:
     return int.from_bytes(hashlib.blake2b(repr(parts).encode(), digest_size=8).digest(), "big")
 
 
-
 @dataclass
 class Kind:
     name: str
@@ -263,7 +262,7 @@ def make_trace(n_sessions: int, seed: int, horizon_s: float = 3600.0) -> list[Se
         arrive = rng.uniform(0, horizon_s)
         n = rng.randint(8, 30)
         turns, t = [], arrive
-        for i in range(n):
+        for _ in range(n):
             turns.append(Turn(t, rng.randint(80, 1500), rng.randint(60, 700)))
             gap = rng.expovariate(1 / 12.0)
             if rng.random() < 0.08:
@@ -485,7 +484,7 @@ def simulate(policy_cls, trace: list[Session], n_replicas: int, engine_tokens: i
     order = 0
     waiting: list[int] = []
     active = 0
-    for i, s in enumerate(sorted(trace, key=lambda s: s.arrive)):
+    for s in sorted(trace, key=lambda s: s.arrive):
         heapq.heappush(events, (s.arrive, order, "arrive", s.sid, 0))
         order += 1
     by_id = {s.sid: s for s in trace}

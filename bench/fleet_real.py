@@ -63,14 +63,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+import httpx
+
+from bench import fleet
+from harness.llama_server import LlamaServer, server_version
+from harness.procs import Proxy, free_port
+from litellm_prefix.fleet import affinity, placement
+
 ROOT = Path(__file__).resolve().parent.parent
-
-import httpx  # noqa: E402
-
-from bench import fleet  # noqa: E402
-from harness.llama_server import LlamaServer, server_version  # noqa: E402
-from harness.procs import Proxy, free_port  # noqa: E402
-from litellm_prefix.fleet import affinity, placement  # noqa: E402
 
 REPLICAS = ["replica-a", "replica-b", "replica-c", "replica-d"]
 RESULTS = ROOT / "bench" / "results" / "fleet_real.json"

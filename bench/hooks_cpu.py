@@ -66,16 +66,17 @@ from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+import litellm
+import orjson
+
+import litellm_prefix.request.target as target_module
+from bench.load import Session
+from litellm_prefix.hook import PrefixStabilizer
+from litellm_prefix.request import core as core_module
+from litellm_prefix.settings import Settings
+
 ROOT = Path(__file__).resolve().parent.parent
-
-import litellm  # noqa: E402
-import orjson  # noqa: E402
-
-import litellm_prefix.request.target as target_module  # noqa: E402
-from bench.load import Session  # noqa: E402  (its import clears LITELLM_PREFIX_*: default settings, as its proxies)
-from litellm_prefix.hook import PrefixStabilizer  # noqa: E402
-from litellm_prefix.request import core as core_module  # noqa: E402
-from litellm_prefix.settings import Settings  # noqa: E402
 
 GROUP = "scripted-agents"
 PI_DEPLOYMENT = {"model": "openai/upstream-chat", "custom_llm_provider": "openai", "api_base": "http://127.0.0.1:9/v1"}

@@ -44,12 +44,12 @@ import statistics
 import tempfile
 from pathlib import Path
 
+import httpx
+
+from bench import load
+from harness.procs import Proxy, Upstream, proxy_config
+
 ROOT = Path(__file__).resolve().parent.parent
-
-import httpx  # noqa: E402
-
-from bench import load  # noqa: E402  (sets the proxies' environment as for bench/load.py)
-from harness.procs import Proxy, Upstream, proxy_config  # noqa: E402
 
 SESSIONS = 32
 TURNS = 10

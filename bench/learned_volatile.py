@@ -20,12 +20,13 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-ROOT = Path(__file__).resolve().parent.parent
 
-from harness.realistic import pi_system_prompt  # noqa: E402
-from litellm_prefix.request.core import Stabilizer  # noqa: E402
-from litellm_prefix.request.target import Target  # noqa: E402
-from litellm_prefix.settings import Settings  # noqa: E402
+from harness.realistic import pi_system_prompt
+from litellm_prefix.request.core import Stabilizer
+from litellm_prefix.request.target import Target
+from litellm_prefix.settings import Settings
+
+ROOT = Path(__file__).resolve().parent.parent
 
 BASE = pi_system_prompt()
 TABLE = "\n".join(f"- item {i}: size {i * 13} bytes, v{i % 9}.{i % 4}" for i in range(400))

@@ -58,10 +58,10 @@ the other (the order is shuffled every turn, each twin right before or after its
 configuration), so all of them see the same machine. Reported, per configuration and
 against its twin and another process without the plugin: median and p90 latency,
 proxy CPU per request (user + system time of the proxy processes during their own
-waves and the second after each, when their after-response work runs; from /proc), errors, store fallbacks (the plugin's warning lines in the proxy
-logs), Redis calls per request (Redis's own EVALSHA count), and whether every session's
-upstream head was byte-identical on every turn and identical to the single-proxy head
-(``heads stable``), with nothing lost and every turn a prefix of the next.
+waves and the second after each, when their after-response work runs; from /proc), errors,
+store fallbacks (the plugin's warning lines in the proxy logs), Redis calls per request
+(Redis's own EVALSHA count), and whether every session's upstream head was byte-identical on
+every turn and identical to the single-proxy head (``heads stable``), with nothing lost and every turn a prefix of the next.
 
     make bench            # or: .venv/bin/python -m bench.load [--sessions 32 --turns 10 --rounds 1]
 
@@ -601,7 +601,8 @@ def main() -> None:
                         help="the shared store of the redis and replicas configurations: one redis-server, or a "
                              "3-node Redis Cluster (redis+cluster://, valkey-glide)")
     parser.add_argument("--log", action="store_true",
-                        help="every proxy with the plugin writes the JSONL log (LITELLM_PREFIX_LOG), as an operator who reads `report` runs it")
+                        help="every proxy with the plugin writes the JSONL log (LITELLM_PREFIX_LOG), "
+                             "as an operator who reads `report` runs it")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "load.json"))
     parser.add_argument("--pool", nargs="+", metavar="RESULT",
                         help="run nothing: read these result files (of runs of the same code) as one")

@@ -30,12 +30,13 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-ROOT = Path(__file__).resolve().parent.parent
 
-from harness.realistic import conversation, openai_tools, pi_system_prompt  # noqa: E402
-from litellm_prefix.hook import PrefixStabilizer  # noqa: E402
-from litellm_prefix.request.target import Target  # noqa: E402
-from litellm_prefix.settings import Settings  # noqa: E402
+from harness.realistic import conversation, openai_tools, pi_system_prompt
+from litellm_prefix.hook import PrefixStabilizer
+from litellm_prefix.request.target import Target
+from litellm_prefix.settings import Settings
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def session(tokens: int, turns: int) -> list[dict]:

@@ -30,13 +30,14 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-ROOT = Path(__file__).resolve().parent.parent
 
-from harness.realistic import TOOL_NAMES, conversation, install_root, openai_tools, pi_system_prompt, shuffled  # noqa: E402
-from litellm_prefix.request.core import Stabilizer  # noqa: E402
-from litellm_prefix.request.sections import KNOWN  # noqa: E402
-from litellm_prefix.request.target import Target  # noqa: E402
-from litellm_prefix.settings import Settings  # noqa: E402
+from harness.realistic import TOOL_NAMES, conversation, install_root, openai_tools, pi_system_prompt, shuffled
+from litellm_prefix.request.core import Stabilizer
+from litellm_prefix.request.sections import KNOWN
+from litellm_prefix.request.target import Target
+from litellm_prefix.settings import Settings
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def requests_for(tokens: int, turns: int) -> list[dict]:

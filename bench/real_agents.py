@@ -8,7 +8,8 @@ group with the plugin and once through the same deployment with it switched off
 sharing a redis-server store (``LITELLM_PREFIX_STORE``) behind ``harness.balancer``, which sends
 each request to the next one.
 
-    .venv/bin/python -m bench.real_agents [names...] [--parallel N] [--replicas N] [--scenarios a,g]   # bench/results/real_agents.json
+    .venv/bin/python -m bench.real_agents [names...] [--parallel N] [--replicas N] [--scenarios a,g]
+    # the numbers go to bench/results/real_agents.json
 
 Columns: re-processed tokens over the append-only bound without / with the plugin (target
 <= 1.02 on a, continuation and resume, and c, a reinstall), tool calls that failed with the
@@ -27,11 +28,12 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-ROOT = Path(__file__).resolve().parent.parent
 
-from harness.proxy_fleet import Fleet  # noqa: E402
-from harness.real_agents import harness  # noqa: E402
-from harness.real_agents.catalog import SPECS  # noqa: E402
+from harness.proxy_fleet import Fleet
+from harness.real_agents import harness
+from harness.real_agents.catalog import SPECS
+
+ROOT = Path(__file__).resolve().parent.parent
 
 SCENARIOS = {"a": "continuation+resume", "b": "second session", "c": "reinstall", "d": "two subagent runs",
              "e": "compaction", "f": "edited rules", "g": "same prompt next day", "h": "subagents, no header"}
@@ -98,8 +100,11 @@ def show(lines: list[dict]) -> None:
             f"{'merged':>6} {'heads':>5}  detected")
     print(head)
     print("-" * len(head))
+
+    def fmt(v: float | None) -> str:
+        return "-" if v is None else f"{v:.3f}x"
+
     for x in lines:
-        fmt = lambda v: "-" if v is None else f"{v:.3f}x"  # noqa: E731
         print(f"{x['agent']:<11} {x['version']:<8} {x['route']:<9} {x['scenario']:<20} {fmt(x['ratio_without']):>8} "
               f"{fmt(x['ratio_with']):>8} {x['tool_errors_caused']:>4} {x['lost']:>4} {x['merged']:>6} "
               f"{'-' if x['heads_with'] is None else x['heads_with']:>5}  {x['detected']}")
@@ -118,7 +123,7 @@ def show(lines: list[dict]) -> None:
             print(f"  {x['agent']} {x['scenario']}: a new session shows another's pins or notes ({what})")
         if x["shared_streams"]:
             print(f"  {x['agent']} {x['scenario']}: streams sharing a session key with the plugin: {x['shared_streams']}")
-        for call, text in x["tool_errors_detail"]:
+        for _call, text in x["tool_errors_detail"]:
             print(f"  {x['agent']} {x['scenario']}: a tool call failed with the plugin only: {text[:120]!r}")
 
 

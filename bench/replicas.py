@@ -33,12 +33,13 @@ from collections import Counter
 from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-ROOT = Path(__file__).resolve().parent.parent
 
-from harness.llama_server import LlamaServer, PortTaken, server_version  # noqa: E402
-from harness.procs import Proxy, free_port  # noqa: E402
-from litellm_prefix.offline.cli import usage_tokens  # noqa: E402
-from litellm_prefix.offline.replay import ROUTES, Turn, load  # noqa: E402
+from harness.llama_server import LlamaServer, PortTaken, server_version
+from harness.procs import Proxy, free_port
+from litellm_prefix.offline.cli import usage_tokens
+from litellm_prefix.offline.replay import ROUTES, Turn, load
+
+ROOT = Path(__file__).resolve().parent.parent
 
 AGENTS = ["pi", "claude-code", "codex"]
 SLOTS = 4
@@ -207,7 +208,7 @@ def main() -> None:
                   flush=True)
         limit = results["configurations"].get("limit", {}).get("reprocessed")
         if limit:
-            for name, result in results["configurations"].items():
+            for result in results["configurations"].values():
                 result["over_limit"] = round(result["reprocessed"] / limit, 3)
             print("over the limit: " + ", ".join(f"{n} {r['over_limit']:.2f}x"
                                                 for n, r in results["configurations"].items()))

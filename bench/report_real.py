@@ -23,13 +23,14 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+import httpx
+
+from bench.cache_real import PLUGIN_ENV, SCENARIOS, check_report, llama_config, run
+from harness.llama_server import LlamaServer
+from harness.procs import Proxy, free_port
+
 ROOT = Path(__file__).resolve().parent.parent
-
-import httpx  # noqa: E402
-
-from bench.cache_real import PLUGIN_ENV, SCENARIOS, check_report, llama_config, run  # noqa: E402
-from harness.llama_server import LlamaServer  # noqa: E402
-from harness.procs import Proxy, free_port  # noqa: E402
 
 
 def main() -> None:

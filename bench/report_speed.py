@@ -18,9 +18,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from litellm_prefix.offline import report
 
-from litellm_prefix.offline import report  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 CLASSES = ["hit"] * 14 + ["client_drift", "provider_miss", "below_minimum", "unknown"]
 

@@ -21,16 +21,17 @@ import os
 from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from litellm.litellm_core_utils.default_encoding import encoding  # cl100k_base, bundled
+
+from harness.realistic import PI_SUFFIX
+from harness.sessions import NOTIFICATION, PiClient, removed, updated
+from litellm_prefix.fleet.store import MemoryStore
+from litellm_prefix.request.core import Stabilizer
+from litellm_prefix.request.target import Target
+from litellm_prefix.settings import Settings
+
 ROOT = Path(__file__).resolve().parent.parent
-
-from litellm.litellm_core_utils.default_encoding import encoding  # noqa: E402  (cl100k_base, bundled)
-
-from harness.realistic import PI_SUFFIX  # noqa: E402
-from harness.sessions import NOTIFICATION, PiClient, removed, updated  # noqa: E402
-from litellm_prefix.fleet.store import MemoryStore  # noqa: E402
-from litellm_prefix.request.core import Stabilizer  # noqa: E402
-from litellm_prefix.request.target import Target  # noqa: E402
-from litellm_prefix.settings import Settings  # noqa: E402
 
 TURNS = 20
 

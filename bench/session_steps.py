@@ -30,12 +30,13 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-ROOT = Path(__file__).resolve().parent.parent
 
-from harness.sessions import PiClient  # noqa: E402
-from litellm_prefix.request.core import Stabilizer  # noqa: E402
-from litellm_prefix.request.target import Target  # noqa: E402
-from litellm_prefix.settings import Settings  # noqa: E402
+from harness.sessions import PiClient
+from litellm_prefix.request.core import Stabilizer
+from litellm_prefix.request.target import Target
+from litellm_prefix.settings import Settings
+
+ROOT = Path(__file__).resolve().parent.parent
 
 TARGET = Target(model="openai/local", provider="openai")
 

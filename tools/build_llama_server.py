@@ -9,8 +9,8 @@ The PyPI sdist of llama-cpp-python carries the whole llama.cpp tree
 OpenSSL, curl, tests and examples off (with the UI on, the build tries to download),
 static libraries. The binary is cached outside the clone, keyed by version (where and which
 version: ``harness/llama_build.py``, which the harness reads too). Takes about 14 minutes on
-2 cores; cmake's progress is shown as it goes. Only that one sdist is fetched as source (``--no-binary llama-cpp-python``); its build
-requirements come as wheels.
+2 cores; cmake's progress is shown as it goes. Only that one sdist is fetched as source
+(``--no-binary llama-cpp-python``); its build requirements come as wheels.
 
     python -m tools.build_llama_server          # prints the binary's path when done
 """

@@ -25,9 +25,9 @@ from pathlib import Path
 from urllib.error import HTTPError, URLError
 from urllib.request import Request, urlopen
 
-ROOT = Path(__file__).resolve().parent.parent
+from harness.llama_server import LlamaServer, port_is_free
 
-from harness.llama_server import LlamaServer, port_is_free  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 LLAMA_PORT = 8080
 DEMO_BODY = {

@@ -27,10 +27,8 @@ import json
 import random
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-
-from bench.scenarios.make_scenarios import write_sessions  # noqa: E402
-from harness.agent_requests import (  # noqa: E402
+from bench.scenarios.make_scenarios import write_sessions
+from harness.agent_requests import (
     MCP_TOOLS,
     claude_code_body,
     claude_code_env,
@@ -42,7 +40,9 @@ from harness.agent_requests import (  # noqa: E402
     opencode_env,
     opencode_headers,
 )
-from harness.realistic import TOOL_NAMES, openai_tools, paragraph, responses_tools, shuffled  # noqa: E402
+from harness.realistic import TOOL_NAMES, openai_tools, paragraph, responses_tools, shuffled
+
+HERE = Path(__file__).resolve().parent
 
 TURNS = 12
 SELF_HOSTED = {"provider": "hosted_vllm"}

@@ -24,9 +24,7 @@ import json
 import random
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-
-from harness.realistic import (  # noqa: E402
+from harness.realistic import (
     PI_SUFFIX,
     TOOL_NAMES,
     anthropic_tools,
@@ -37,7 +35,9 @@ from harness.realistic import (  # noqa: E402
     responses_tools,
     shuffled,
 )
-from harness.sessions import NOTIFICATION, removed, updated  # noqa: E402
+from harness.sessions import NOTIFICATION, removed, updated
+
+HERE = Path(__file__).resolve().parent
 
 TURNS = 12
 HOISTING = {"provider": "openai", "system_messages_first": True}

@@ -178,8 +178,9 @@ def _user_messages(content: Any) -> list[dict]:
             continue
         kind = block.get("type")
         if kind == "tool_result":
+            result = block.get("content")
             out.append({"role": "tool", "tool_call_id": block.get("tool_use_id"),
-                        "content": block["content"] if isinstance(block.get("content"), str) else text_of_blocks(block.get("content"))})
+                        "content": result if isinstance(result, str) else text_of_blocks(result)})
         elif kind == "text":
             parts.append({"type": "text", "text": block.get("text", "")})
         elif kind == "image":

@@ -679,13 +679,15 @@ def measure(spec: AgentSpec, mode: str, runs: list[Run], records: list[dict], ow
         streams = {"main": main_keys, **{task: {calls[r["seq"]]["session"] for r in recs if r["seq"] in calls}
                                          for task, recs in subagents.items()}}
         over = main if session == scenario else mains.get(session, []) + main  # e: a's heads and its own
-        heads = {json.dumps(r["body"]["messages"][0]) for r in over if r["body"]["messages"][0].get("role") in ("system", "developer")}
+        heads = {json.dumps(r["body"]["messages"][0]) for r in over
+                 if r["body"]["messages"][0].get("role") in ("system", "developer")}
         rows.append({
             "agent": spec.name, "package": spec.package, "version": spec.version, "route": spec.route,
             "profile": spec.profile, "mode": mode, "scenario": scenario,
             "prompts": sum(1 for r in s_runs if r.prompt), "failed_runs": [f"{r.prompt}: rc {r.rc}: {r.output[-300:]}"
                                                                           for r in s_runs if r.rc != 0],
-            "seconds": round(sum(r.end - r.start for r in s_runs), 1), "requests": len(s_recs), "main_requests": len(main), "tokens": tokens, "reprocessed": actual,
+            "seconds": round(sum(r.end - r.start for r in s_runs), 1), "requests": len(s_recs), "main_requests": len(main),
+            "tokens": tokens, "reprocessed": actual,
             "bound": bound, "ratio": round(actual / bound, 4) if bound else None,
             "tool_errors": errors, "lost": lost, "session_keys": sorted(session_keys),
             "main_keys": sorted(main_keys), "detected": dict(detected), "inherited_note": bool(inherited),
@@ -764,7 +766,8 @@ def run_specs(specs: list[AgentSpec], proxy_url: str, api_key: str, model: Scrip
     calls = plugin_calls(prefix_log, tuple(env.groups.values()))
     rows = [row for spec, mode, runs in done for row in measure(spec, mode, runs, records, owner, calls)]
     mark_merged(rows)
-    unattributed = [r["seq"] for r in records if r["seq"] not in owner and r["time"] >= min((x.start for x in all_runs), default=0)]
+    unattributed = [r["seq"] for r in records
+                    if r["seq"] not in owner and r["time"] >= min((x.start for x in all_runs), default=0)]
     for row in rows:
         row["unattributed"] = len(unattributed)
     (workdir / "rows.json").write_text(json.dumps(rows, indent=1) + "\n")  # beside the runs, for a look afterwards

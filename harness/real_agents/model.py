@@ -93,7 +93,7 @@ def text_of(content: Any) -> str:
 
 def parse_steps(line: str) -> list[tuple[str, str]]:
     sep = ";" if ";" in line else ","
-    parts = line.split(";") if sep == ";" else re.split(r",\s*(?=(?:%s)\b)" % "|".join(VERBS), line)
+    parts = line.split(";") if sep == ";" else re.split(rf",\s*(?=(?:{'|'.join(VERBS)})\b)", line)
     steps = []
     for part in parts:
         part = part.strip()

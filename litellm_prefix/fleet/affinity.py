@@ -417,7 +417,8 @@ class SessionAffinity:
                 self.stats["affinity_unrecorded"] += 1
                 return chosen
             blocks = blocks_of()
-            await self._update_index(group, lambda ix: ix.placed(chosen, blocks, now, session), healthy)
+            await self._update_index(
+                group, lambda ix, chosen=chosen, blocks=blocks, now=now: ix.placed(chosen, blocks, now, session), healthy)
             if pin:
                 self.stats["affinity_moves"] += 1
                 self.stats[f"affinity_moves_{reason}"] += 1

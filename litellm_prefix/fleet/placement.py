@@ -17,10 +17,11 @@ index of what each replica holds and how loaded it is, the gate's settings):
    constant of ``load_seconds`` (a request rate), plus ``session_weight`` for each session
    that sent a request there in the last ``active_seconds`` (a session has at most one request
    in flight, so balancing the sessions active now bounds each replica's in-flight peak, which
-   the rate alone does not). Every gateway process that shares the record sees the same. A block is alive while fewer than ``cache_tokens`` tokens have been
-   routed to its replica since: an LRU cache of that size would still hold it. An answer whose
-   ``cached_tokens`` show less than the index expected drops the blocks past what was proven
-   (``correct``). The record is bounded (``BLOCKS_PER_REPLICA`` per replica, least recently
+   the rate alone does not). Every gateway process that shares the record sees the same. A
+   block is alive while fewer than ``cache_tokens`` tokens have been routed to its replica
+   since: an LRU cache of that size would still hold it. An answer whose ``cached_tokens``
+   show less than the index expected drops the blocks past what was proven (``correct``).
+   The record is bounded (``BLOCKS_PER_REPLICA`` per replica, least recently
    used out first) and forgets replicas no longer in the group (``keep_only``).
 3. **The gate** (in the spirit of SGLang's router: an absolute and a relative imbalance): the
    replicas with at most ``active_slack`` active sessions more than the least active one

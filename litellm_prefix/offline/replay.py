@@ -28,21 +28,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from ..measure.render import (  # noqa: F401
-    _META_KEYS,
-    ROUTES,
-    Turn,
-    _sorted_json,
-    _text,
-    _tool_json,
-    chat_pair,
-    end_part,
-    hoists,
-    later_part,
-    messages_of,
-    render,
-    render_parts,
-)
+from ..measure.render import ROUTES, Turn, render  # noqa: F401  (ROUTES re-exported: offline/cli.py and bench/ read it here)
 
 BLOCK = 16
 _CALL_TYPES = {"chat": "acompletion", "messages": "anthropic_messages", "responses": "aresponses"}

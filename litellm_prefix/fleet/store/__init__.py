@@ -23,10 +23,13 @@ the journal's texts it already holds, so a load transfers only the texts it lack
 
   | URL | client | keys |
   |---|---|---|
-  | ``redis://``, ``rediss://``, ``unix://`` | ``WireRedisStore`` (``redis_wire``, on the loop) | ``j:<session>``, ``t:<digest>`` |
+  | ``redis[s]://``, ``unix://`` | ``WireRedisStore`` (``redis_wire``, on the loop) | ``j:<session>``, ``t:<digest>`` |
   | ``redis+sentinel://h:p[,h:p]/service[/db]`` | ``RedisStore`` (redis-py's Sentinel, worker threads) | the same |
   | ``redis+cluster://h:p[,h:p]`` | ``ClusterStore`` (valkey-glide, Rust core) | ``j:{<session>}``, ``t:{<session>}:<digest>`` |
-  | ``proxy`` | ``LazyProxyStore``: LiteLLM's own Redis settings; a cluster (``startup_nodes``) through ``ClusterStore``, anything else through LiteLLM's client builder on worker threads | as above |
+  | ``proxy`` | ``LazyProxyStore``: LiteLLM's own Redis settings (below) | as above |
+
+  ``store: proxy`` takes a cluster in LiteLLM's settings (``startup_nodes``) through
+  ``ClusterStore``, anything else through LiteLLM's client builder on worker threads.
 
   In a cluster a script may only touch keys of one hash slot. Every key of a session carries
   the session's hash tag, so both scripts run in its slot and a request still costs one load

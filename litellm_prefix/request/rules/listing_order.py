@@ -12,14 +12,15 @@ A profile declares such a list (``listings``): where it stands (a region regex w
 and tool description), whether a tool's ``enum`` of exactly its keys is the same list, and
 the order to send: ``sort`` (by key, on every request: every session of the kind sends the
 same bytes, so sessions share the head on a replica whatever order each found its list in;
-Gemini CLI's profile) or ``first``. With ``first``, the first order the session sent, taken from the first place it is found (the head first,
-then the tool descriptions, then the enums), is recorded in the journal (``listings``: the
-list's name and a hash of each key, in order). On a later request, every place whose keys
-are exactly the recorded ones in another order is written back in the recorded order, entry
-by entry (the text between entries stays where it is). A place whose keys differ (a skill
-added or removed: a genuine change) passes as sent, and where the first place found differs,
-its order is recorded as the session's from then on (with ``sort`` such a place is sorted by
-its own keys where the first place holds the same ones). A place with a key twice is left alone.
+Gemini CLI's profile) or ``first``. With ``first``, the first order the session sent, taken
+from the first place it is found (the head first, then the tool descriptions, then the
+enums), is recorded in the journal (``listings``: the list's name and a hash of each key, in
+order). On a later request, every place whose keys are exactly the recorded ones in another
+order is written back in the recorded order, entry by entry (the text between entries stays
+where it is). A place whose keys differ (a skill added or removed: a genuine change) passes
+as sent, and where the first place found differs, its order is recorded as the session's
+from then on (with ``sort`` such a place is sorted by its own keys where the first place
+holds the same ones). A place with a key twice is left alone.
 """
 from __future__ import annotations
 

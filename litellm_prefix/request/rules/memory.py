@@ -117,7 +117,7 @@ def snapshot_memory(view: View, journal: Journal, ctx: Context) -> tuple[View, J
     if ctx.settings.memory_snapshot != "stable":
         return view, journal, []
     markers = [tuple(m) for m in ctx.settings.memory_markers]
-    for segment_index, segment in enumerate(view.head):
+    for segment_index, segment in enumerate(view.head):  # noqa: B007  (read after the loop: the segment found)
         found = locate_block(segment, markers)
         if found:
             break

@@ -193,7 +193,7 @@ def _pin_in_texts(texts: list[str], rules, journal: Journal, ctx: Context, event
 
     A remembered match may belong to an equal text object: only its offsets are used."""
     for name, pattern in rules:
-        for index, text in enumerate(texts):
+        for index, text in enumerate(texts):  # noqa: B007  (read after the loop: the text matched)
             match = search(pattern, text)
             if match:
                 break
