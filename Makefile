@@ -45,16 +45,22 @@ $(VENV_E2E)/.installed: $(REQUIREMENTS_E2E) pyproject.toml tools/install_venv.py
 run: $(BIN)/.installed-run
 	$(BIN)/python -m tools.run_gateway
 
-# The whole suite on the release `litellm[proxy]` resolves to and, at the same time (one on
-# each core: the end-to-end suite mostly waits on proxies, agent CLIs and llama.cpp), the
-# end-to-end suite and the release checks on LITELLM_E2E (tools/run_suites.py). The two
+# The suites are folders (tests/unit: in-process only; tests/integration: real servers, proxies and
+# processes; tests/agents: the real agent CLIs). All of them on the release `litellm[proxy]`
+# resolves to, with every property test at its full size (the Hypothesis profile "full"; a plain
+# `pytest tests/unit` runs a twentieth of the examples: tests/conftest.py). At the same time (one on
+# each core: the proxies, agent CLIs and llama.cpp mostly wait) what depends on LiteLLM's release
+# runs on LITELLM_E2E: the tests marked `litellm` (the release checks in tests/unit, and every test
+# under tests/integration/litellm and tests/agents: they go through a LiteLLM proxy or the SDK).
+# Tests that start only Redis, llama.cpp or the emulators run once (tools/run_suites.py). The two
 # virtualenvs install side by side too (a sub-make with two jobs: 112 s instead of 146 s on a
 # fresh clone), whatever jobs `make` itself was given.
 test:
 	$(MAKE) --no-print-directory -j2 $(BIN)/.installed $(BIN)/.installed-agents $(VENV_E2E)/.installed
 	$(MAKE) --no-print-directory docs
-	$(BIN)/python -m tools.run_suites "all=$(BIN)/python -m pytest -q" \
-		"e2e-$(LITELLM_E2E)=$(VENV_E2E)/bin/python -m pytest -q -p no:cacheprovider -m '(e2e or litellm) and not servers'"
+	$(BIN)/python -m tools.run_suites \
+		"all=$(BIN)/python -m pytest -q --hypothesis-profile=full tests/unit tests/integration tests/agents" \
+		"e2e-$(LITELLM_E2E)=$(VENV_E2E)/bin/python -m pytest -q -p no:cacheprovider -m litellm tests/unit tests/integration/litellm tests/agents"
 
 # The docs site into site/ (docs/, mkdocs.yml); --strict: a broken link or anchor fails it.
 docs: $(BIN)/.installed

@@ -1,0 +1,103 @@
+"""The head as sections (issue 12, section 3): parsed once, rewritten section by section,
+hashed once, joined once; the bytes are those of the whole-text functions."""
+from __future__ import annotations
+
+import random
+
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from harness.realistic import PI_SUFFIX, TOOL_NAMES, install_root, pi_sections, render_pi, shuffled, tool_lines
+from litellm_prefix.request.context import Context
+from litellm_prefix.request.journal import content_hash
+from litellm_prefix.request.rules.paths import rewrite_text, stabilize_install_paths
+from litellm_prefix.request.rules.tools import normalize_tool_order, sort_tools_section
+from litellm_prefix.request.sections import JOIN, KNOWN, KnownTexts, SectionedText, parse_head, text_digest
+from litellm_prefix.request.view import View
+from litellm_prefix.settings import Settings
+from tests.support import examples
+
+ROOTS = [install_root("a"), install_root("b"), "/srv/x/" + PI_SUFFIX, "relative/" + PI_SUFFIX, "/" + PI_SUFFIX]
+fast = settings(max_examples=examples(80), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@st.composite
+def sectioned_heads(draw) -> str:
+    rng = random.Random(draw(st.integers(0, 10_000)))
+    sections = pi_sections(target_tokens=300, seed=rng.randint(0, 99), root=draw(st.sampled_from(ROOTS[:3])),
+                           tool_order=shuffled(TOOL_NAMES[:8], rng.randint(0, 99)))
+    for name in draw(st.lists(st.sampled_from(list(sections)), max_size=4)):  # root mentions anywhere
+        root = draw(st.sampled_from(ROOTS))
+        where = draw(st.sampled_from(["start", "end", "middle"]))
+        mention = draw(st.sampled_from([root, f"({root}/docs)", f"{root}.", f'"{root}"']))
+        text = sections[name]
+        sections[name] = {"start": f"{mention} {text}", "end": f"{text}\n{mention}",
+                          "middle": text.replace(" ", f" {mention} ", 1)}[where]
+    if draw(st.booleans()):  # a second <tools> line inside a later section
+        sections["skills"] += "\n<tools>\n- zz: later\n- aa: list\n</tools>"
+    if draw(st.booleans()):
+        sections["plan"] = "1. " + tool_lines(["b", "a"], 1)
+    return render_pi(sections)
+
+
+def _ctx(check: str = "trusted", exists=lambda path: True) -> Context:
+    return Context(settings=Settings(path_check=check, stable_path="/srv/pi-home"), path_exists=exists)
+
+
+def _whole_text(text: str, ctx: Context) -> str:
+    return sort_tools_section(rewrite_text(text, ctx, {}))
+
+
+@fast
+@given(sectioned_heads(), st.sampled_from(["trusted", "exists", "absolute"]), st.booleans(), st.booleans())
+def test_property_section_rules_give_the_whole_text_bytes(text, check, cold, none_exist):
+    # (none_exist: pathCheck exists on a gateway that has none of the roots on its disk)
+    ctx = _ctx(check, exists=(lambda path: False) if none_exist else (lambda path: "v23" not in path))
+    if cold:
+        KNOWN.clear()
+    view = View("chat", (text,), None, ())
+    for _ in range(2):  # the second time from what the process remembers
+        after_paths, _ = stabilize_install_paths(view, ctx)
+        after_tools, _ = normalize_tool_order(after_paths, ctx)
+        assert after_tools.head == (_whole_text(text, ctx),)
+        parsed = parse_head(after_tools.head[0])
+        assert parsed is None or JOIN.join(block for _, block in parsed) == after_tools.head[0]
+
+
+def test_two_section_rules_in_a_row_join_the_head_once():
+    text = render_pi(pi_sections(target_tokens=2000, root=install_root("b"), tool_order=shuffled(TOOL_NAMES, 4)))
+    ctx = _ctx()
+    KNOWN.clear()
+    view, _ = stabilize_install_paths(View("chat", (text,), None, ()), ctx)
+    assert isinstance(view.segments[0], SectionedText)  # handed on unjoined
+    view, _ = normalize_tool_order(view, ctx)
+    segment = view.segments[0]
+    assert isinstance(segment, SectionedText) and segment._text is None
+    head = view.head[0]
+    assert view.head[0] is head and segment.text is head  # joined once, when first read
+    again, _ = normalize_tool_order(stabilize_install_paths(View("chat", (text,), None, ()), ctx)[0], ctx)
+    assert again.head[0] is head  # a head seen before: no join, no rewrite
+
+
+def test_known_texts_tell_apart_texts_that_share_the_sample():
+    known = KnownTexts(max_chars=10_000)
+    a = "x" * 40 + "A" + "y" * 40
+    b = "x" * 40 + "B" + "y" * 40
+    assert known.entry(a) is not known.entry(b)
+    assert known.entry("".join(["x" * 40, "A", "y" * 40])) is known.entry(a)  # equal text, another object
+    assert text_digest(a) == content_hash(a) and text_digest(b) == content_hash(b)
+
+
+def test_known_texts_stay_within_their_bound():
+    known = KnownTexts(max_chars=1_000)
+    for i in range(100):
+        known.entry(f"{i:04d}" + "z" * 96)
+    assert known._chars <= 1_000
+
+
+def test_view_replace_keeps_head_and_segments_apart():
+    view = View("chat", ("a",), None, ())
+    changed = view.replace(segments=(SectionedText((("preamble", "p"), ("cwd", "<cwd>\nx\n</cwd>"))),))
+    assert changed.head == ("p\n\n<cwd>\nx\n</cwd>",)
+    assert changed.replace(body=({"role": "user", "content": "u"},)).head == changed.head
+    assert changed.replace(head=("b",)).segments == ("b",)
+    assert changed == View("chat", ("p\n\n<cwd>\nx\n</cwd>",), None, ())
