@@ -15,9 +15,9 @@ import sys
 
 import pytest
 
-from harness.real_agents import harness, install  # noqa: E402
-from harness.real_agents.catalog import SPECS  # noqa: E402
-from harness.real_agents.model import decide, find_script  # noqa: E402
+from harness.real_agents import harness, install
+from harness.real_agents.catalog import SPECS
+from harness.real_agents.model import decide, find_script
 
 # -- the scripted model, no processes ---------------------------------------------------
 

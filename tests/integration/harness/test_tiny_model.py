@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import hashlib
 
-import gguf  # noqa: E402  (installed by make: pyproject extra `servers`)
+import gguf  # installed by make: pyproject extra `servers`
 
 
 def test_model_is_deterministic_with_a_byte_level_vocabulary_and_chatml(tmp_path):

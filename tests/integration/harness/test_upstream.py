@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import socket
 
-from harness import recording_upstream  # noqa: E402
+from harness import recording_upstream
 
 
 def test_a_burst_of_connections_fits_the_listen_backlog():

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from harness.agent_requests import (  # noqa: E402
+from harness.agent_requests import (
     claude_code_body,
     claude_code_env,
     claude_code_git_status,
@@ -30,16 +30,16 @@ from harness.agent_requests import (  # noqa: E402
     opencode_headers,
     pi_headers,
 )
-from harness.realistic import openai_tools, paragraph, pi_sections, render_pi, responses_tools  # noqa: E402
-from litellm_prefix.fleet.affinity import session_key  # noqa: E402
+from harness.realistic import openai_tools, paragraph, pi_sections, render_pi, responses_tools
+from litellm_prefix.fleet.affinity import session_key
 from litellm_prefix.measure.sinks import flush_logs
-from litellm_prefix.request import profiles, wire  # noqa: E402
-from litellm_prefix.request.core import Stabilizer  # noqa: E402
-from litellm_prefix.request.journal import Journal  # noqa: E402
-from litellm_prefix.request.session import DERIVED, first_answer, first_typed, identify, synthesized_call_id, workspace  # noqa: E402
-from litellm_prefix.request.target import Target  # noqa: E402
-from litellm_prefix.request.wire.chat import read as chat_view  # noqa: E402
-from litellm_prefix.settings import Settings  # noqa: E402
+from litellm_prefix.request import profiles, wire
+from litellm_prefix.request.core import Stabilizer
+from litellm_prefix.request.journal import Journal
+from litellm_prefix.request.session import DERIVED, first_answer, first_typed, identify, synthesized_call_id, workspace
+from litellm_prefix.request.target import Target
+from litellm_prefix.request.wire.chat import read as chat_view
+from litellm_prefix.settings import Settings
 from tests.support import FIXTURES, examples
 
 VLLM = Target(model="hosted_vllm/qwen3-coder", provider="hosted_vllm")
