@@ -14,9 +14,9 @@ for _name in list(os.environ):
 os.environ["LITELLM_PREFIX_CONFIG"] = str(Path(__file__).parent / "no-such-global-settings.json")
 
 
-from litellm_prefix.request.context import Context  # noqa: E402
-from litellm_prefix.request.target import Target  # noqa: E402
-from litellm_prefix.settings import Settings  # noqa: E402
+from litellm_prefix.request.context import Context
+from litellm_prefix.request.target import Target
+from litellm_prefix.settings import Settings
 
 # A suite is a folder: tests/unit (in this process only: tests/unit/conftest.py checks it),
 # tests/integration (real servers, proxies, processes) and tests/agents (the real agent CLIs).

@@ -133,10 +133,12 @@ SHELL = _tool("run_shell_command", {"command": {"type": "string"}})
 
 def test_gemini_subagents_are_invoked_by_name_and_finish_by_calling_complete_task():
     main = {"messages": [{"role": "system", "content": "s"},
-                         {"role": "user", "content": "(agent: g) d\n@script: agent (agent: g) sub @script: shell pwd, answer subdone; answer ok"}],
+                         {"role": "user", "content": "(agent: g) d\n@script: agent (agent: g) sub @script: shell pwd, "
+                                                     "answer subdone; answer ok"}],
             "tools": [SHELL, INVOKE]}
     name, args = _called(decide(main))
-    assert (name, args["agent_name"], args["prompt"]) == ("invoke_agent", "generalist", "(agent: g) sub @script: shell pwd, answer subdone")
+    assert (name, args["agent_name"], args["prompt"]) == ("invoke_agent", "generalist",
+                                                          "(agent: g) sub @script: shell pwd, answer subdone")
     sub = {"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": args["prompt"]}],
            "tools": [SHELL, COMPLETE]}
     assert _called(decide(sub)) == ("run_shell_command", {"command": "pwd"})
@@ -175,8 +177,9 @@ def test_a_read_step_without_a_read_tool_reads_through_the_shell():
 
 def test_the_bound_charges_a_client_its_own_rewrite_and_keeps_the_rest():
     system = {"role": "system", "content": "head " * 50}
-    call = {"role": "assistant", "content": None, "tool_calls": [{"id": "call_run_shell_command", "type": "function",
-                                                                  "function": {"name": "run_shell_command", "arguments": '{"command": "ls"}'}}]}
+    call = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_run_shell_command", "type": "function",
+         "function": {"name": "run_shell_command", "arguments": '{"command": "ls"}'}}]}
     result = {"role": "tool", "tool_call_id": "call_run_shell_command", "content": "file " * 100}
     day1 = {"role": "user", "content": [{"type": "text", "text": GEMINI_CONTEXT}, {"type": "text", "text": "(agent: g) look"}]}
     day2 = {"role": "user", "content": [{"type": "text", "text": GEMINI_CONTEXT.replace("ws\n", "ws2\n", 1)},

@@ -67,7 +67,8 @@ def scripted_model(e2e_dir):
 @pytest.fixture(scope="session")
 def providers(e2e_dir):
     """The provider emulators (harness/providers): Anthropic, OpenAI and Gemini with their published
-    prompt-cache rules; the session proxies serve them as the ``hosted-*`` groups (tests/integration/litellm/test_providers.py)."""
+    prompt-cache rules; the session proxies serve them as the ``hosted-*`` groups
+    (tests/integration/litellm/test_providers.py)."""
     from harness.providers.server import ProviderEmulator
 
     emulator = ProviderEmulator(e2e_dir / "providers")

@@ -20,7 +20,8 @@ from tests.support import FIXTURES
 
 EXPECTED = FIXTURES / "litellm_versions_upstream.json"
 BILLING = "x-anthropic-billing-header: cc_version=2.1.37.abc; cc_entrypoint=cli; cch=0f3a9;"
-CLAUDE_CODE_USER_ID = json.dumps({"device_id": "d" * 64, "account_uuid": "", "session_id": "5b0e3c1a-7d2f-4e39-9f0a-2c6d8e1b4a77"})
+CLAUDE_CODE_USER_ID = json.dumps({"device_id": "d" * 64, "account_uuid": "",
+                                  "session_id": "5b0e3c1a-7d2f-4e39-9f0a-2c6d8e1b4a77"})
 # The fields of an upstream body that the overlapping rules decide.
 FIELDS = ("system", "messages", "metadata", "prompt_cache_key", "user")
 # Through the /v1/messages -> Responses bridge, LiteLLM itself decides where the system prompt

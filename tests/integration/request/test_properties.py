@@ -13,7 +13,8 @@ from tests.support import ROOT
 def test_deterministic_across_processes_and_hash_seeds():
     script = (
         "import json,sys;"
-        "from harness.realistic import *; from litellm_prefix.request.core import Stabilizer; from litellm_prefix.settings import Settings;"
+        "from harness.realistic import *; from litellm_prefix.request.core import Stabilizer; "
+        "from litellm_prefix.settings import Settings;"
         "d=chat_request(pi_system_prompt(root=install_root('b'), tool_order=shuffled(TOOL_NAMES,5)), conversation(3),"
         " openai_tools(shuffled(TOOL_NAMES,6)));"
         "o=Stabilizer(Settings(path_check='trusted', stable_path='/s')).stabilize_sync(d);"

@@ -41,7 +41,8 @@ def test_a_stack_through_the_plugin_is_the_plugins_whatever_runs_inside_it(tmp_p
 def test_the_innermost_recognisable_frame_names_the_package(tmp_path):
     stacks = _raw(tmp_path, [
         f"{PROCESS};{SERVE};route (litellm/router.py:50);_compile (re/__init__.py:294) 1",
-        f"{PROCESS};{SERVE};auth (litellm/proxy/auth/user_api_key_auth.py:9);_find_and_load (<frozen importlib._bootstrap>:1176) 1",
+        f"{PROCESS};{SERVE};auth (litellm/proxy/auth/user_api_key_auth.py:9);"
+        "_find_and_load (<frozen importlib._bootstrap>:1176) 1",
         f"{PROCESS};{SERVE};mystery (somewhere.py:1) 1",
     ])
     assert [pp.bucket(frames) for frames, _ in stacks] == ["litellm.router", "imports", "starlette/fastapi/uvicorn"]

@@ -246,7 +246,8 @@ def test_openai_automatic_entries_live_five_minutes_idle_and_24_hours_with_exten
     body = {"model": "gpt-4.1", "messages": [{"role": "user", "content": text(1500)}]}
 
     def cached(**extra) -> int:
-        return serve(emulator, "/v1/chat/completions", {**body, **extra}, BEARER).body["usage"]["prompt_tokens_details"]["cached_tokens"]
+        usage = serve(emulator, "/v1/chat/completions", {**body, **extra}, BEARER).body["usage"]
+        return usage["prompt_tokens_details"]["cached_tokens"]
 
     assert cached() == 0
     emulator.advance(299)
@@ -276,8 +277,11 @@ def test_openai_two_keys_on_one_prefix_do_not_share_a_machine_cache():
         {"messages": [{"role": "user", "content": text(1500)}]}, False)).head, k) for k in (f"k{n}" for n in range(20))}
     a, b = next((x, y) for x in homes for y in homes if homes[x] != homes[y])
     body = {"model": "gpt-4.1", "messages": [{"role": "user", "content": text(1500)}]}
-    cached = lambda key: serve(emulator, "/v1/chat/completions", {**body, "prompt_cache_key": key}, BEARER).body[
-        "usage"]["prompt_tokens_details"]["cached_tokens"]
+
+    def cached(key):
+        return serve(emulator, "/v1/chat/completions", {**body, "prompt_cache_key": key}, BEARER).body[
+            "usage"]["prompt_tokens_details"]["cached_tokens"]
+
     assert cached(a) == 0 and cached(b) == 0 and cached(a) > 0 and cached(b) > 0
 
 

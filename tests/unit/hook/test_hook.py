@@ -304,7 +304,7 @@ async def test_a_session_id_is_given_where_litellm_picks_a_pod_by_it(monkeypatch
     call_type, data = _agent_calls()[1]
     for discovery, given in ((True, True), (False, False)):
         deployment = {"litellm_params": {"model": "hosted_vllm/qwen3", "kubernetes_pod_discovery": discovery}}
-        monkeypatch.setattr(target, "proxy_deployment", lambda group: deployment)
+        monkeypatch.setattr(target, "proxy_deployment", lambda group, deployment=deployment: deployment)
         handler = PrefixStabilizer(Settings(path_check="absolute"))
         expected = session_key(copy.deepcopy(data), call_type, None, None, settings=handler.settings,
                                model_names=(data["model"],))

@@ -397,13 +397,13 @@ def test_moving_the_client_marks_changes_no_identity_and_no_decision(tmp_path_fa
 
 def _marks(body: dict) -> list[tuple]:
     found = []
-    for i, block in enumerate(body["system"]):
+    for block in body["system"]:
         if "cache_control" in block:
             found.append(("system", block["text"][:40]))
     for tool in body["tools"]:
         if "cache_control" in tool:
             found.append(("tool", tool["name"]))
-    for i, message in enumerate(body["messages"]):
+    for message in body["messages"]:
         content = message["content"]
         if isinstance(content, list) and any("cache_control" in part for part in content if isinstance(part, dict)):
             # by the client's content: notes may sit in between, or be folded into it (a self-hosted target)

@@ -159,7 +159,9 @@ def test_qwen_code_subagents_are_streams_of_their_own_and_the_main_stream_holds_
 
 
 def _drift(log: Path) -> list[dict]:
-    return [json.loads(line) for line in (flush_logs(), log.read_text())[1].splitlines() if '"drift"' in line] if log.exists() else []
+    if not log.exists():
+        return []
+    return [json.loads(line) for line in (flush_logs(), log.read_text())[1].splitlines() if '"drift"' in line]
 
 
 @pytest.mark.parametrize("agent, order", [

@@ -271,7 +271,8 @@ def test_message_digest_is_content_hash(content, roles, extra):
     from litellm_prefix.request.rules.notes import message_digest
 
     for role in roles:  # the same texts (a long one is remembered) under each role in turn
-        for message in ({"role": role, "content": content}, {"role": role, "content": "x" * 65 + content}, {"content": "x" * 65 + content, "role": role, **extra},
+        for message in ({"role": role, "content": content}, {"role": role, "content": "x" * 65 + content},
+                        {"content": "x" * 65 + content, "role": role, **extra},
                         {"role": role, "content": [{"type": "text", "text": "x" * 65 + content}], **extra}):
             assert message_digest(message) == content_hash(message)
             assert message_digest(copy.deepcopy(message)) == content_hash(message)
@@ -298,7 +299,8 @@ def _with_listing(data, order):
 def _listed(out) -> tuple[list[str], list[str]]:
     import re
     head = re.findall(r"^- ([a-z]+)$", out["messages"][0]["content"].split("<items>\n")[-1], re.M)
-    enum = next(t for t in out["tools"] if t["function"]["name"] == "pick")["function"]["parameters"]["properties"]["item"]["enum"]
+    pick = next(t for t in out["tools"] if t["function"]["name"] == "pick")
+    enum = pick["function"]["parameters"]["properties"]["item"]["enum"]
     return head, enum
 
 

@@ -3,8 +3,14 @@ work for a target that reads no hint, and the success callback does not read the
 again. Counted, never timed."""
 from __future__ import annotations
 
+import asyncio
 import copy
+import json
+import types
+import uuid
+from collections import Counter
 
+import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
 from litellm_prefix.request import pipeline
@@ -49,14 +55,6 @@ def test_hints_apply_only_for_the_rules_it_knows(monkeypatch):
 
 
 # -- the recorded traffic of the real agent CLIs (tests/fixtures/real_traffic, harness/hook_record.py) --
-
-import asyncio  # noqa: E402
-import json  # noqa: E402
-import types  # noqa: E402
-import uuid  # noqa: E402
-from collections import Counter  # noqa: E402
-
-import pytest  # noqa: E402
 
 GROUP = "scripted-agents"
 DEPLOYMENT = {"model": "hosted_vllm/scripted", "custom_llm_provider": "hosted_vllm", "api_base": "http://127.0.0.1:9/v1"}

@@ -794,7 +794,8 @@ class Alike:
         if self.agent == "gemini-cli":
             call_id = f"call_{name}"  # LiteLLM's, from the name
         else:  # a model's id: the same for the same first answer, its own after that
-            call_id = "call_" + hashlib.sha256(f"{self.prompt}:{0 if first else (self.index, self.calls)}".encode()).hexdigest()[:24]
+            seed = f"{self.prompt}:{0 if first else (self.index, self.calls)}"
+            call_id = "call_" + hashlib.sha256(seed.encode()).hexdigest()[:24]
         arguments = json.dumps({"file_path": "README.md"} if first else {"command": f"ls {self.calls}"})
         result = "# demo" if first and self.shared else f"output {self.index}.{self.calls}"
         self.turns += [{"role": "assistant", "content": None, "tool_calls": [

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from pydantic import ValidationError
 
 from litellm_prefix.offline.cli import main
 from litellm_prefix.settings import Settings, SettingsError, load_settings, load_with_provenance
@@ -110,7 +111,7 @@ def test_model_overrides_by_glob_then_model_info():
     assert s.for_model(("gemini/gemini-2.5-pro",)).tool_order == "keep"
     assert s.for_model(("openai/gpt-4o",)).tool_order == "auto"
     assert s.for_model(("gemini/x",), {"litellm_prefix": {"toolOrder": "sort"}}).tool_order == "sort"
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError):
         s.for_model(("x",), {"litellm_prefix": {"bogus": 1}})
 
 
@@ -131,9 +132,9 @@ def test_model_settings_are_one_object_per_model_and_override():
     other = Settings(models={"gemini/*": {"toolOrder": "sort"}})
     assert other.for_model(("gemini/x", "gemini/x")).tool_order == "sort"
     for _ in range(2):
-        with pytest.raises(Exception):
+        with pytest.raises(ValidationError):
             s.for_model(("m",), {"litellm_prefix": {"toolOrder": ["keep"]}})
-        with pytest.raises(Exception):
+        with pytest.raises(ValidationError):
             s.for_model(("m",), {"litellm_prefix": {"bogus": 1}})
 
 

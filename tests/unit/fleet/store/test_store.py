@@ -126,7 +126,7 @@ async def test_a_load_from_local_state_is_never_saved_to_redis():
     local = await store.load(key)
     assert local.source == "local" and local.journal == '{"shared":1}'  # the mirror of the last shared state
     while faulty.stored(key)[1] < local.version:  # another replica moves Redis on to the same number
-        assert faulty.put(key, '{"shared":%d}' % (faulty.stored(key)[1] + 1))
+        assert faulty.put(key, f'{{"shared":{faulty.stored(key)[1] + 1}}}')
     newer = faulty.stored(key)[:2]
     assert newer[1] == local.version
     faulty.fail.clear()

@@ -208,7 +208,7 @@ def test_without_a_profile_or_setting_nothing_is_read():
     st_ = Stabilizer(Settings(path_check="absolute"))
     first = {"role": "user", "content": [{"type": "text", "text": reminder("2026-12-03")},
                                          {"type": "text", "text": "hello"}]}
-    for turn, date in enumerate(["2026-12-03", "2026-12-04"]):
+    for date in ["2026-12-03", "2026-12-04"]:
         first["content"][0]["text"] = reminder(date)
         data = {"model": "m", "max_tokens": 10, "system": "You are a helpful assistant.",
                 "messages": [copy.deepcopy(first)], "litellm_session_id": "plain"}
@@ -311,7 +311,8 @@ def test_a_file_added_between_prompts_changes_the_folder_tree_which_is_pinned_an
             ("Friday, December 4, 2026", after)]
     for context, head, ack, parts in ((qwen_context, QWEN_HEAD, True, False),
                                       (gemini_context, GEMINI_HEAD, False, True)):
-        requests, outputs = chat_session(lambda day: context(day[0], tree=day[1]), days, head, ack=ack, parts=parts)
+        requests, outputs = chat_session(lambda day, context=context: context(day[0], tree=day[1]), days, head,
+                                         ack=ack, parts=parts)
         first = outputs[0][1]
         assert all(out[1] == first for out in outputs) and before in text_of(first)
         tree_note = context_note("workspace-tree", after)

@@ -36,7 +36,10 @@ def test_a_status_block_across_midnight_and_the_month_end_sends_one_head():
     assert "Monday, Nov 30 2026 11:50 PM" in heads[0] and "Tuesday, Dec 1 2026 12:00 AM" in heads[2]
     st_ = _stabilizer()
     outputs = run(st_, heads, [at.timestamp() for at in moments])
-    line = lambda at: f"Now: {at:%A}, {at:%b} {at.day} {at:%Y} {at:%I:%M %p}"  # noqa: E731
+
+    def line(at):
+        return f"Now: {at:%A}, {at:%b} {at.day} {at:%Y} {at:%I:%M %p}"
+
     notes = {1: [line(moments[1])],  # the clock's first change
              2: [line(moments[2]),  # the date changed (midnight, a new month): at once
                  "Indexed files: 1,204"]}  # the counter's first change (987 -> 1,204); later ones wait the hour
@@ -80,7 +83,9 @@ def test_a_journal_of_the_previous_version_loads_and_its_changed_shapes_are_lear
     """The previous version blanked only digit runs: ``Rows: 1,204`` had the shape ``Rows: \\0,\\0``.
     Its journal loads; a line whose shape is the same now stays pinned; a line whose shape changed
     meaning (a grouped number) is no longer found under its old key and is learned again."""
-    head = lambda rows, n: PREAMBLE + f"Rows: {rows}\nMessages: {n}\nEnd."  # noqa: E731
+    def head(rows, n):
+        return PREAMBLE + f"Rows: {rows}\nMessages: {n}\nEnd."
+
     old_rows_key = _hex("Rows: \x00,\x00", 12)
     assert old_rows_key != shape_key("Rows: 1,204")
     assert shape_key("Messages: 3") == _hex("Messages: \x00", 12)  # unchanged shapes keep their keys
@@ -99,7 +104,7 @@ def test_a_journal_of_the_previous_version_loads_and_its_changed_shapes_are_lear
     (key,) = [k for k in st_.store.snapshot()[0] if k != "k"]
     st_.store.restore({key: (1, raw, ())}, {})
     outs = []
-    for turn, (rows, n) in enumerate([("1,400", 6), ("1,500", 7), ("1,600", 8)]):
+    for rows, n in [("1,400", 6), ("1,500", 7), ("1,600", 8)]:
         data["messages"][0]["content"] = head(rows, n)
         outs.append(st_.stabilize_sync(json.loads(json.dumps(data)))["messages"][0]["content"])
     assert all("Messages: 3\n" in out for out in outs)  # the old pin holds
@@ -124,7 +129,9 @@ TEMPLATES = ["Status at {clock} on {weekday}: {grouped} files indexed",
 @st.composite
 def value_changes(draw):
     template = draw(st.sampled_from(TEMPLATES))
-    values = lambda: {name: draw(strategy) for name, strategy in SLOTS.items()}  # noqa: E731
+    def values():
+        return {name: draw(strategy) for name, strategy in SLOTS.items()}
+
     return template, values(), values()
 
 
@@ -147,7 +154,7 @@ def test_a_line_that_differs_only_in_value_tokens_is_learned(case):
 @given(value_changes(), st.data())
 def test_any_other_changed_character_passes(case, data):
     template, first, second = case
-    old, new = template.format(**first), template.format(**second)
+    old = template.format(**first)
     # change one character of the template's own text (never inside a value)
     text = template
     positions = [i for i in range(len(text)) if not _inside_slot(text, i)]

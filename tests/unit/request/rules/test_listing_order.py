@@ -173,7 +173,7 @@ def test_properties_the_first_order_holds_and_nothing_else_changes(orders, shrin
         # a permutation of the entries and nothing else: the same text and tools once sorted
         entry = re.compile(r"  <skill>\n    <name>[^<]+</name>\n.*?\n  </skill>\n", re.S)
 
-        def canonical(data):
+        def canonical(data, entry=entry):
             text = data["messages"][0]["content"]
             tool = json.loads(json.dumps(data["tools"][1]))
             tool["function"]["description"] = re.sub(r"'[^']+'", "'x'", tool["function"]["description"])

@@ -69,7 +69,7 @@ Pi documentation (read only when the user asks about pi itself, its SDK, extensi
 - When working on pi topics, read the docs and examples, and follow .md cross-references before implementing
 - Always read pi .md files completely and follow links to related docs (e.g., tui.md for TUI API details)
 Current date: {date}
-Current working directory: {cwd}"""
+Current working directory: {cwd}"""  # noqa: E501  (pi's system prompt, verbatim: its lines as pi writes them)
 
 
 def pi16_head(root: Path, cwd: str = "/home/alice/src/webshop") -> str:
@@ -275,8 +275,7 @@ def disk_states(draw):
     removed = [draw(st.booleans()) for _ in range(n)]
     stable_kind = draw(st.sampled_from(["absent", "link", "dangling", "directory"]))
     linked = draw(st.integers(0, n - 1))
-    lines = [draw(st.sampled_from(_FRAMES)).replace("{}", "{root%d}%s" % (draw(st.integers(0, n - 1)),
-                                                                         draw(st.sampled_from(_TAILS))))
+    lines = [draw(st.sampled_from(_FRAMES)).replace("{}", f"{{root{draw(st.integers(0, n - 1))}}}{draw(st.sampled_from(_TAILS))}")
              for _ in range(draw(st.integers(1, 8)))]
     return packages, removed, stable_kind, linked, lines, draw(st.booleans())
 

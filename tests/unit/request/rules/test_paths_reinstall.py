@@ -242,8 +242,7 @@ def sessions(draw):
     removed = [draw(st.booleans()) for _ in range(n)]
     first = draw(st.one_of(st.none(), st.integers(0, n - 1)))
     link = draw(st.one_of(st.none(), st.integers(0, n - 1)))
-    lines = [draw(st.sampled_from(_FRAMES)).replace("{}", "{root%d}%s" % (draw(st.integers(0, n - 1)),
-                                                                         draw(st.sampled_from(_TAILS))))
+    lines = [draw(st.sampled_from(_FRAMES)).replace("{}", f"{{root{draw(st.integers(0, n - 1))}}}{draw(st.sampled_from(_TAILS))}")
              for _ in range(draw(st.integers(1, 6)))]
     return packages, removed, first, link, lines
 

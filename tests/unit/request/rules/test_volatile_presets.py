@@ -210,7 +210,8 @@ def test_claude_code_git_status_block_on_resume(render, line_end):
     after = render("feature/cart", "M src/cart.py\nM src/tax.py",
                    ["c0ffee1 Apply tax per line", "3f2a1c9 Add cart totals", "9b8e7d6 Fix rounding"])
     tail = "\n\nDo what has been asked; nothing more, nothing less."
-    day1, day2 = STATIC + claude_env("2026-12-03") + "\n\n" + before + tail, STATIC + claude_env("2026-12-03") + "\n\n" + after + tail
+    day1 = STATIC + claude_env("2026-12-03") + "\n\n" + before + tail
+    day2 = STATIC + claude_env("2026-12-03") + "\n\n" + after + tail
     if line_end == "\r\n":
         day1, day2, after = crlf(day1), crlf(day2), crlf(after)
     st = _stabilizer()
