@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 INSTALL := $(BIN)/python tools/install_venv.py
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: run test docs bench check llama-server clean
+.PHONY: run test lint docs bench check llama-server clean
 
 # The end-to-end suite runs on a second LiteLLM release too (README, "LiteLLM versions"): the
 # newest on PyPI, whose proxy extra pins two packages this registry does not serve
@@ -57,10 +57,15 @@ run: $(BIN)/.installed-run
 # fresh clone), whatever jobs `make` itself was given.
 test:
 	$(MAKE) --no-print-directory -j2 $(BIN)/.installed $(BIN)/.installed-agents $(VENV_E2E)/.installed
+	$(MAKE) --no-print-directory lint
 	$(MAKE) --no-print-directory docs
 	$(BIN)/python -m tools.run_suites \
 		"all=$(BIN)/python -m pytest -q --hypothesis-profile=full tests/unit tests/integration tests/agents" \
 		"e2e-$(LITELLM_E2E)=$(VENV_E2E)/bin/python -m pytest -q -p no:cacheprovider -m litellm tests/unit tests/integration/litellm tests/agents"
+
+# Ruff over the whole repository ([tool.ruff] in pyproject.toml; docs/contributing.md, "Lint").
+lint: $(BIN)/.installed
+	$(BIN)/ruff check .
 
 # The docs site into site/ (docs/, mkdocs.yml); --strict: a broken link or anchor fails it.
 docs: $(BIN)/.installed
