@@ -45,7 +45,7 @@ with the plugin than without; nothing lost; with the plugin at most one exceptio
 
     .venv/bin/python -m bench.chaos [--sessions 32] [--faults redis engine ...] [--out FILE]
 
-The numbers go to bench/results/chaos.json. ``tests/test_chaos.py`` runs a short form.
+The numbers go to bench/results/chaos.json. ``tests/integration/litellm/test_chaos.py`` runs a short form.
 """
 from __future__ import annotations
 

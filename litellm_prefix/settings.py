@@ -42,7 +42,7 @@ from .profile_data import (
 logger = logging.getLogger("litellm_prefix")
 
 PROJECT_FILE = Path(".litellm-prefix") / "litellm-prefix.json"
-# The names of VOLATILE_PRESETS (profile_data.py), as settings accept them (tests/test_settings.py
+# The names of VOLATILE_PRESETS (profile_data.py), as settings accept them (tests/unit/settings/test_settings.py
 # checks the two agree).
 PresetName = Literal["current-date", "todays-date", "git-status", "git-snapshot", "reminder-date", "context-date",
                      "workspace-tree"]
@@ -190,7 +190,7 @@ class _Keys(BaseModel):
     # The incremental request path (core, appended.py): a stream's unchanged request (a retry)
     # reuses the last output, and one that only appends messages no rule acts on reuses the
     # last decisions and runs nothing for them; any other request takes the full path. The
-    # output is the full path's, byte for byte (tests/test_incremental.py). Off: every
+    # output is the full path's, byte for byte (tests/unit/request/test_incremental.py). Off: every
     # request takes the full path.
     incremental: bool = True
     # Streams whose last request the incremental path remembers (caches.Streams: a record holds

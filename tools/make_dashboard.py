@@ -3,7 +3,7 @@
     .venv/bin/python tools/make_dashboard.py        # rewrites the JSON (committed; tests check it)
 
 The panels are declared here as (title, unit, queries) so that the JSON stays consistent
-(ids, grid positions, the datasource variable); ``tests/test_dashboard.py`` checks that every
+(ids, grid positions, the datasource variable); ``tests/unit/measure/test_dashboard.py`` checks that every
 query names metrics and labels the plugin exports and that the file equals this output.
 """
 from __future__ import annotations

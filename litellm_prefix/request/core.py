@@ -759,7 +759,7 @@ class Stabilizer:
         # be (a retry on the saved journal writes them again): the same request on the saved
         # journal reports other events (no drift, no texts to keep, no learn or note action), and
         # the events reach the sinks too. Tried and measured: the turn after a save would take
-        # this path (0.59-0.73 -> ~0.45 ms warm), and tests/test_incremental.py's property test
+        # this path (0.59-0.73 -> ~0.45 ms warm), and tests/unit/request/test_incremental.py's property test
         # found the events differ on its first example.
         reusable = result.journal == journal and _time_free(journal)
         tools = None if new_view.tools is None else _script(new_view.tools, view.tools or ())
