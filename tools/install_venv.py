@@ -69,10 +69,24 @@ def main(args: list[str]) -> int:
                 env.setdefault("SSL_CERT_FILE", cert)
             cmd = [str(uv), "pip", "install", "--quiet", "--python", sys.executable, *uv_options(config), *args]
             if run(cmd, env):
-                return 0
+                return compile_venv()
             print(f"uv could not install ({shlex.join(cmd)}); installing with pip instead", file=sys.stderr)
-    # No .pyc for all of LiteLLM up front: Python writes them for what it imports.
-    return 0 if run([*PIP, "install", *QUIET, "--no-compile", *args]) else 1
+    # pip's own compile step (one file at a time) is skipped; the whole virtualenv is compiled
+    # afterwards on every core (``compile_venv``).
+    if not run([*PIP, "install", *QUIET, "--no-compile", *args]):
+        return 1
+    return compile_venv()
+
+
+def compile_venv() -> int:
+    """Write the .pyc of every installed module now, on every core: where PYTHONDONTWRITEBYTECODE is
+    set (CI images often set it) Python never writes them, and each process that imports LiteLLM (a
+    test session, every proxy a test starts) compiles it again: ``import litellm`` took 7.1 s
+    without them and 4.6 s with them on a 2-core machine; compiling the virtualenv takes about 20 s."""
+    import sysconfig
+
+    purelib = sysconfig.get_paths()["purelib"]
+    return 0 if run([sys.executable, "-m", "compileall", "-q", "-j", "0", purelib]) else 1
 
 
 if __name__ == "__main__":
