@@ -1,7 +1,7 @@
 """Helpers shared by the shapes whose head is a leading run of system messages."""
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ..view import field_of, is_system_message
@@ -73,20 +73,27 @@ def with_content_texts(content: Any, texts: Iterator[str], part_types: frozenset
             return DROP
         return content if new == content else new
     if isinstance(content, list):
-        changed = False
-        parts = []
-        for part in content:
-            if isinstance(part, Mapping) and part.get("type") in part_types and isinstance(part.get("text"), str):
-                new = _take(texts, part["text"])
-                if new is None:
-                    changed = True
-                    continue
-                if new != part["text"]:
-                    part = {**part, "text": new}
-                    changed = True
-            parts.append(part)
-        return parts if changed else content
+        return with_part_texts(content, texts, lambda part: (
+            isinstance(part, Mapping) and part.get("type") in part_types and isinstance(part.get("text"), str)))
     return content
+
+
+def with_part_texts(parts: list[Any], texts: Iterator[str], is_text: Callable[[Any], bool]) -> list[Any]:
+    """``parts`` with the ``text`` of each part ``is_text`` accepts taken from ``texts`` (a part whose
+    text ``texts`` removes is left out); the same list where nothing changed."""
+    changed = False
+    out = []
+    for part in parts:
+        if is_text(part):
+            new = _take(texts, part["text"])
+            if new is None:
+                changed = True
+                continue
+            if new != part["text"]:
+                part = {**part, "text": new}
+                changed = True
+        out.append(part)
+    return out if changed else parts
 
 
 def head_texts(items: Sequence[Any], n: int, part_types: frozenset[str]) -> list[str]:

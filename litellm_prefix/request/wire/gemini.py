@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..view import View
-from ._messages import HeadFeed, check_consumed, same_items
+from ._messages import HeadFeed, check_consumed, same_items, with_part_texts
 
 name = "gemini"
 TEXT = "text"  # the view's text part type
@@ -189,19 +189,8 @@ def _system_update(system: Any, texts: HeadFeed) -> Any:
     parts = system.get("parts") if isinstance(system, Mapping) else None
     if not isinstance(parts, list):
         return system
-    changed = False
-    new_parts = []
-    for part in parts:
-        if _is_text(part):
-            new = texts.take(part["text"])
-            if new is None:
-                changed = True
-                continue
-            if new != part["text"]:
-                part = {**part, "text": new}
-                changed = True
-        new_parts.append(part)
-    return {**system, "parts": new_parts} if changed else system
+    new_parts = with_part_texts(parts, texts, _is_text)
+    return system if new_parts is parts else {**system, "parts": new_parts}
 
 
 def _tools_update(data: Mapping[str, Any], tools: tuple[Any, ...] | None) -> dict[str, Any]:
