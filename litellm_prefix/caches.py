@@ -235,6 +235,15 @@ class Streams:
         with self._lock:
             self._records.pop(key, None)
 
+    def retag(self, key: str, journal_in: str | None, saved: str) -> None:
+        """The stream's journal went from ``journal_in`` to ``saved`` by a change no rule reads
+        (a derived session's trace; a seeded journal kept under its session's key): a record made
+        on the one holds on the other (its serial kept: it is the same request's record)."""
+        with self._lock:
+            record = self._records.get(key)
+            if record is not None and record.journal_in == journal_in:
+                self._records[key] = dataclasses.replace(record, journal_in=saved)
+
     def __len__(self) -> int:
         return len(self._records)
 

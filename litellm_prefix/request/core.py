@@ -253,16 +253,28 @@ def _fork_key(family: str, name: str) -> str:
     return scoped_key(family, f"fork\x00{name}")
 
 
-def _tracer(turns: tuple[str, ...], view):
+def _digest_of(view):
+    """``request_digest(view)`` when first asked, then the same string (a request's whole JSON:
+    ``_continued`` and ``_tracer`` may both want it)."""
+    kept: list[str] = []
+
+    def digest() -> str:
+        if not kept:
+            kept.append(request_digest(view))
+        return kept[0]
+    return digest
+
+
+def _tracer(turns: tuple[str, ...], digest):
     """``journal`` -> the journal with its trace taken at this request where due: at 1, 2, 4, 8, ...
-    answers (``Journal.trace``); the same object where not."""
+    answers (``Journal.trace``); the same object where not. ``digest``: the request's (``_digest_of``)."""
     count = len(turns)
 
     def advance(journal: Journal) -> Journal:
         reached = journal.trace[0] if journal.trace is not None else 0
         if count == 0 or count <= reached or (reached and count < 2 * reached):
             return journal
-        return journal.replace(trace=(count, turns_digest(turns, count), request_digest(view)))
+        return journal.replace(trace=(count, turns_digest(turns, count), digest()))
     return advance
 
 
@@ -271,12 +283,12 @@ def _same_output(a, b) -> bool:
         (b.shape, b.head, b.tools, b.body, b.text_part, b.head_aside, b.head_dropped)
 
 
-def _continued(candidates, view, ctx: Context, turns: tuple[str, ...]):
+def _continued(candidates, view, ctx: Context, turns: tuple[str, ...], digest):
     """Of the journals of one derived key (``(key, journal, load, index)``, the first one index 0),
-    the one this request goes on with, or None (``Stabilizer._generation``)."""
+    the one this request goes on with, or None (``Stabilizer._generation``). ``digest``: the
+    request's (``_digest_of``)."""
     count = len(turns)
     empty: list = []
-    digest: list[str] = []
 
     def unchanged(candidate) -> bool:
         """This request on that journal is what it is on none: no pin or note of it shows."""
@@ -293,9 +305,7 @@ def _continued(candidates, view, ctx: Context, turns: tuple[str, ...]):
         if count < reached or (reached and turns_digest(turns, reached) != calls):
             continue  # fewer answers than that session had, or other ones
         if count <= max(reached, 1):  # no further than it got: that request again, or nothing of it shows
-            if not digest:
-                digest.append(request_digest(view))
-            if digest[0] != request and not unchanged(candidate):
+            if digest() != request and not unchanged(candidate):
                 continue
         fitting.append(candidate)
     furthest = max(((c[1].trace or (0,))[0] for c in fitting), default=0)
@@ -400,11 +410,12 @@ class Stabilizer:
                 if identity.source == DERIVED and not identity.fresh:
                     # Look-alike sessions of one derived key: which one this request goes on with.
                     turns = answer_turns(view, profile)
-                    gen_key, preloaded, forked = await self._generation(identity.key, view, ctx, turns)
+                    digest = _digest_of(view)
+                    gen_key, preloaded, forked = await self._generation(identity.key, view, ctx, turns, digest)
                     if forked:
                         seeds = ()  # a new look-alike session starts from nothing of another's
                     identity = dataclasses.replace(identity, key=gen_key)
-                    advance = _tracer(turns, view)
+                    advance = _tracer(turns, digest)
                 key, hint_key, affinity_key = identity.key, identity.cache_key, identity.affinity_key
                 if profile is not None and profile.compaction_summary and identity.source == DERIVED:
                     seeds = (*self._compaction_links(call_id, identity, view, profile), *seeds)
@@ -557,7 +568,7 @@ class Stabilizer:
         loose = tuple(scoped_key(identity.cache_key, f"first\x00{b}\x00{opening}") for b in (bucket, bucket - 1))
         return (*exact, *loose)
 
-    async def _generation(self, family: str, view, ctx: Context, turns: tuple[str, ...]):
+    async def _generation(self, family: str, view, ctx: Context, turns: tuple[str, ...], digest):
         """(journal key, its load or None, whether it is a new look-alike session) for a derived
         session's request that carries an answer (session.py, "look-alike sessions").
 
@@ -586,7 +597,7 @@ class Stabilizer:
                 if there.journal:
                     candidates.append((fork, _decoded(there.journal), there, index))
                     live.append(name)
-            chosen = _continued(candidates, view, ctx, turns)
+            chosen = _continued(candidates, view, ctx, turns, digest)
             if chosen is not None:
                 return chosen[0], chosen[2], False
             name = str(max((int(n) for n in first.forks if n.isdigit()), default=0) + 1)
@@ -639,29 +650,36 @@ class Stabilizer:
             loaded = preloaded if preloaded is not None and attempt == 0 else await self.store.load(key)
             journal = _decoded(loaded.journal) if loaded.journal else Journal()
             seeded = False
+            journal_in = loaded.journal  # the journal text the rules run on
             if loaded.journal is None and loaded.version == 0:
                 for seed in seeds:  # the second request of a derived session: its first one's decisions
                     first = await self.store.load(seed)
                     if first.journal and _decoded(first.journal) != AMBIGUOUS:
-                        journal, seeded = _decoded(first.journal), True
+                        journal, seeded, journal_in = _decoded(first.journal), True, first.journal
                         loaded = dataclasses.replace(loaded, texts={**first.texts, **loaded.texts})
                         break
             run_ctx = ctx.but(texts={**ctx.texts, **loaded.texts}) if loaded.texts else ctx
-            due = advance is not None and advance(journal) is not journal  # (then the journal is saved)
-            probe = self._probe(key, view, run_ctx, loaded) if self.incremental and not seeded and not due else None
+            # (a seeded request reuses nothing: its journal is not the one its key holds yet)
+            probe = self._probe(key, view, run_ctx, loaded, reuse=not seeded) if self.incremental else None
             if probe is not None and probe[0] is not None:
                 # The stream's last request again, or it with messages appended that change no
                 # decision, on the journal it ran on: its output (the run left the journal as it
-                # was, so there is nothing to save).
+                # was, so there is nothing to save, but a derived session's trace where due:
+                # no rule reads it).
                 texts = pipeline.texts_of(probe[1])
-                if texts:
-                    await self.store.put_texts(loaded, texts)
-                return probe[0], probe[1]
+                traced = advance(journal) if advance is not None else journal
+                if traced is journal:
+                    if texts:
+                        await self.store.put_texts(loaded, texts)
+                    return probe[0], probe[1]
+                if await self._save_trace(key, loaded, traced, texts):
+                    return probe[0], probe[1]
+                continue  # the journal changed meanwhile: run again on what it holds now
             result = pipeline.run(view, journal, run_ctx)
             new_view, new_journal, events = result
             needed = result.needed
             if probe is not None and not needed:
-                self._remember(key, probe, view, loaded, journal, result, run_ctx)
+                self._remember(key, probe, view, loaded, journal, result, run_ctx, journal_in)
             if needed:  # a text the load did not bring: evicted, or one the journal does not refer to
                 missing = [h for h in needed if h not in run_ctx.texts and h not in loaded.refs]
                 texts = await self.store.get_texts(loaded, missing) if missing else {}
@@ -669,6 +687,8 @@ class Stabilizer:
                 result = pipeline.run(view, journal, run_ctx)
                 new_view, new_journal, events = result
             texts = result.texts
+            # the rules decided nothing: what is saved differs from what they ran on by no input of theirs
+            retag = result.journal == journal
             if advance is not None:
                 new_journal = advance(new_journal)
             if new_journal == journal and not seeded:  # (a seeded journal is saved under its own key)
@@ -683,9 +703,12 @@ class Stabilizer:
                 new_journal = Journal(head=new_journal.head, requests=new_journal.requests, trace=new_journal.trace,
                                       forks=new_journal.forks)
                 encoded = new_journal.encoded()
+                retag = False
             saved = await self.store.save(key, loaded, encoded, journal_text_refs(new_journal), texts)
             if saved is not False:  # the next load of this session brings this text back
                 _remember_decoded(encoded, new_journal)
+            if saved and retag:  # only the trace or the seed's key is new: the stream's record holds
+                self.streams.retag(key, journal_in, encoded)
             if saved:
                 return new_view, events
             if saved is None:  # the store that answered the load did not answer the save
@@ -696,9 +719,25 @@ class Stabilizer:
         logger.warning("litellm-prefix: session %s journal busy; this request's decisions were not recorded", key[:16])
         return new_view, events
 
+    async def _save_trace(self, key: str, loaded, traced: Journal, texts) -> bool:
+        """Save the journal with only its trace taken (the incremental path's request, where due);
+        False where the journal changed since the load. The stream's record stays usable: the
+        rules read no trace."""
+        encoded = traced.encoded()
+        saved = await self.store.save(key, loaded, encoded, journal_text_refs(traced), texts)
+        if saved is False:
+            self.stats["save_conflicts"] += 1
+            return False
+        _remember_decoded(encoded, traced)
+        if saved:
+            self.streams.retag(key, loaded.journal, encoded)
+        else:  # the store that answered the load did not answer the save
+            self.stats["save_unrecorded"] += 1
+        return True
+
     # -- the incremental path ------------------------------------------------------------
 
-    def _probe(self, key: str, view, ctx: Context, loaded):
+    def _probe(self, key: str, view, ctx: Context, loaded, reuse: bool = True):
         """``(view, events, head key, body JSON)``: the remembered output where this request
         equals the stream's last one in every input the rules read (head parts, journal,
         context, and the body, or the body with messages appended that change no decision:
@@ -709,7 +748,7 @@ class Stabilizer:
         if encoded is None:
             self.streams.drop(key)
             return None
-        record = self.streams.get(key)
+        record = self.streams.get(key) if reuse else None
         if record is None or record.head != head or record.journal_in != loaded.journal \
                 or record.texts != loaded.texts.keys():
             return None, None, head, encoded
@@ -750,7 +789,8 @@ class Stabilizer:
         self.sinks.expect_same(key, out[-1] if out else None, record.serial, same, len(out), serial)
         return new_view, list(events), head, encoded
 
-    def _remember(self, key: str, probe, view, loaded, journal: Journal, result, ctx: Context) -> None:
+    def _remember(self, key: str, probe, view, loaded, journal: Journal, result, ctx: Context,
+                  journal_in: str | None) -> None:
         """Keep what this request produced for the stream's next one, where reusing it is exact:
         the run left the journal as loaded (so the same inputs give the same output) and read
         no clock; else forget the stream's record."""
@@ -773,7 +813,7 @@ class Stabilizer:
             (new_view.head, tools, body, tuple(result.events), new_view.head_aside, new_view.head_dropped)
         as_sent = new_view is view or (body and type(body[-1]) is tuple and body[-1][1] == len(view.body))
         serial = self.streams.put(key, StreamRecord(
-            head=probe[2], count=len(view.body), journal_in=loaded.journal, texts=frozenset(loaded.texts),
+            head=probe[2], count=len(view.body), journal_in=journal_in, texts=frozenset(loaded.texts),
             tail=extensible(view.body, journal, ctx), result=kept, **_body_record(probe[3], view.body, as_sent)))
         # measured whole (nothing proved equal), and the record it leaves named for the next request
         out = new_view.body

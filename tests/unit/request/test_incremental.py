@@ -123,6 +123,33 @@ def test_incremental_equals_full_on_every_turn(steps, provider):
     _agree([(d, Target(provider=provider), r, s) for d, _, r, s in steps])
 
 
+def _without_id(data: dict) -> dict:
+    """The request as an agent that sends no session id sends it (session.py: a derived session)."""
+    return {k: v for k, v in data.items() if k != "metadata"}
+
+
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(sessions(TURNS), st.sampled_from(PROVIDERS))
+def test_incremental_equals_full_without_a_session_id(steps, provider):
+    """Derived sessions (their first request fresh, the second seeded from it, traces taken at 1,
+    2, 4, 8 answers and saved on the appended path too): the same bytes and events as the full path."""
+    _agree([(_without_id(d), Target(provider=provider), r, s) for d, _, r, s in steps])
+
+
+def test_a_derived_session_takes_the_appended_path_when_its_trace_is_taken():
+    """An id-less agent's session: the first request runs fresh, the second is seeded from it (its
+    record kept once the seed is saved under the session's key), and from the third on every turn
+    takes the appended path, those that take the trace (2, 4, 8 answers) as well; the bytes and
+    events agree with the full path on every turn."""
+    client = PiClient(session="unused")
+    client.user("start")
+    steps = [(_without_id(client.request()), Target(provider="openai"), 0, 5)]
+    for turn in range(10):
+        _agent_turn(client, turn)
+        steps.append((_without_id(client.request()), Target(provider="openai"), 0, 5))
+    assert _agree(steps) == ["full", "full"] + ["appended"] * 9
+
+
 def test_generated_sessions_take_the_appended_path():
     """The property above, on a fixed set of generated sessions made mostly of agent turns
     (derandomized: the same every run), takes the appended path on a share of its requests:
