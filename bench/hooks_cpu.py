@@ -220,6 +220,7 @@ class Samples:
     per_call: list[float] = field(default_factory=list)  # the driver thread's CPU per call, flushes left out
     hooks: dict[str, list[float]] = field(default_factory=dict)  # stage -> thread CPU per call
     writer: float = 0.0  # the log writer thread's CPU over the round
+    reasons: list[str] = field(default_factory=list)  # the path each call's pre-call transform took
 
 
 class PathCounter:
@@ -236,11 +237,13 @@ class PathCounter:
         original = core_module.Stabilizer._probe
         counter = self
 
-        def probe(stabilizer, key, view, ctx, loaded):
+        def probe(stabilizer, key, view, ctx, loaded, reuse=True):
             record = stabilizer.streams.get(key)
             before = stabilizer.stats["incremental_appended"], stabilizer.stats["incremental_reused"]
-            out = original(stabilizer, key, view, ctx, loaded)
-            if out is None:
+            out = original(stabilizer, key, view, ctx, loaded, reuse=reuse)
+            if not reuse:
+                reason = "full: a derived session's seeded second request"
+            elif out is None:
                 reason = "full: body not plain JSON or a marked tool"
             elif out[0] is not None:
                 reason = "appended" if stabilizer.stats["incremental_appended"] > before[0] else "reused"
@@ -267,7 +270,7 @@ class PathCounter:
             out = await run_with_journal(stabilizer, view, ctx, key, fresh=fresh, seeds=seeds, preloaded=preloaded,
                                          advance=advance)
             if counter._in_pre_call and counter._probed is None:
-                counter._probed = "full: a derived session's seeded second request, or its trace due"
+                counter._probed = "full: no incremental path (switched off)"
             return out
 
         core_module.Stabilizer._run_with_journal = run
@@ -350,6 +353,8 @@ class Replay:
             samples.per_call.append(time.thread_time() - call_started - flush.spent)
             for stage in STAGES:
                 samples.hooks[stage].append(spent.get(stage, 0.0))
+            if plugin is not None and self.paths is not None and self.paths.trace:
+                samples.reasons.append(self.paths.trace[-1][1])
             samples.calls += 1
         started = time.thread_time()
         for plugin in self.plugins if on else ():
@@ -479,6 +484,7 @@ async def one_run(args, workload: str) -> dict:
         "writer_ms": [_ms(r[True].writer / calls) for r in rounds],
         "hooks_ms": {s: [_ms(x) for r in rounds for x in r[True].hooks[s]] for s in STAGES},
         "per_call_on_ms": [_ms(x) for r in rounds for x in r[True].per_call],
+        "reasons": [x for r in rounds for x in r[True].reasons],
         "per_call_off_ms": [_ms(x) for r in rounds for x in r[False].per_call],
         "paths": dict(sorted(paths.counts.items(), key=lambda kv: -kv[1])),
         "paths_by_agent": paths.by_agent,
@@ -502,6 +508,11 @@ def summary(runs: list[dict]) -> dict:
         for k, v in r["paths"].items():
             paths[k] = paths.get(k, 0) + v
     turns = sum(paths.values())
+    by_path: dict[str, list[float]] = {}  # all hooks' CPU of each call, by the path its transform took
+    for r in runs:
+        calls = [sum(v) for v in zip(*(r["hooks_ms"][s] for s in STAGES))]
+        for reason, ms in zip(r.get("reasons") or [], calls):
+            by_path.setdefault(reason, []).append(ms)
     by_stage = {s: {"mean": round(statistics.mean(v), 4), "p50": round(_pct(v, 0.5), 4), "p99": round(_pct(v, 0.99), 4)}
                 for s, v in hooks.items() if any(v)}
     return {
@@ -515,6 +526,8 @@ def summary(runs: list[dict]) -> dict:
         "appended_share": round(paths.get("appended", 0) / turns, 4) if turns else None,
         "incremental_share": round((paths.get("appended", 0) + paths.get("reused", 0)) / turns, 4) if turns else None,
         "paths": dict(sorted(paths.items(), key=lambda kv: -kv[1])),
+        "hooks_ms_by_path": {k: {"calls": len(v), "mean": round(statistics.mean(v), 4), "p99": round(_pct(v, 0.99), 4)}
+                             for k, v in sorted(by_path.items(), key=lambda kv: -len(kv[1]))},
         **({"stages_ms_per_call": runs[0]["stages_ms_per_call"]} if "stages_ms_per_call" in runs[0] else {}),
     }
 
@@ -690,8 +703,11 @@ def show(report: dict) -> None:
             print(f"  {stage:<18} mean {v['mean']:.3f} ms" + (f", p50 {v['p50']:.3f}, p99 {v['p99']:.3f}" if "p50" in v else ""))
         print(f"  appended path: {s['appended_share']:.1%} of turns; incremental (appended or reused): "
               f"{s['incremental_share']:.1%}")
+        by_path = s.get("hooks_ms_by_path") or {}
         for reason, n in s["paths"].items():
-            print(f"    {n:5d}  {reason}")
+            cost = by_path.get(reason)
+            print(f"    {n:5d}  {reason}" + (f"  (all hooks {cost['mean']:.3f} ms mean, p99 {cost['p99']:.3f})"
+                                              if cost else ""))
         for name, ms in (s.get("stages_ms_per_call") or {}).items():
             print(f"    {ms:7.3f} ms  {name}")
 
