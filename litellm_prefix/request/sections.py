@@ -31,12 +31,47 @@ _UPDATED = re.compile(r'Updated system prompt section "(?P<name>[^"\n]+)":\n\n')
 
 
 class _Entry:
-    __slots__ = ("text", "digest", "memo")
+    __slots__ = ("text", "digest", "memo", "length", "shared")
 
     def __init__(self, text: str) -> None:
-        self.text = text  # the last equal string object looked up (this request's copy)
+        # The last equal string object looked up (this request's copy); None once the text is
+        # held as its sections only (``KnownTexts`` "compacted"): ``memo["sections"]`` joins to it.
+        self.text: str | None = text
         self.digest: str | None = None
         self.memo: dict | None = None
+        self.length = len(text)
+        # The text is a value some derived value holds too (``KnownTexts.canonical``, a joined
+        # ``SectionedText``): never compacted, so that the equal values made later share it.
+        self.shared = False
+
+    def sections(self) -> tuple[tuple[str, str], ...] | None:
+        memo = self.memo
+        return memo.get("sections") if memo is not None else None
+
+    def equals(self, text: str) -> bool:
+        """``text`` is this entry's text: one comparison, or one per section once compacted."""
+        known = self.text
+        if known is not None:
+            return known is text or known == text
+        if len(text) != self.length:
+            return False
+        position = 0
+        for index, (_, block) in enumerate(self.sections() or ()):
+            if index:
+                if not text.startswith(JOIN, position):
+                    return False
+                position += len(JOIN)
+            if not text.startswith(block, position):
+                return False
+            position += len(block)
+        return position == self.length
+
+    def compact(self) -> None:
+        """Hold the text as its parsed sections only, where it has them (``memo`` keeps them, each
+        long one the known string shared with the other heads that hold it: two versions of a
+        head that differ in one section cost that section, not a second head)."""
+        if self.text is not None and not self.shared and len(self.text) >= COMPACT_CHARS and self.sections():
+            self.text = None
 
 
 class KnownTexts:
@@ -53,6 +88,16 @@ class KnownTexts:
     that object cost no comparison. Bounded by the texts' total characters, least recently
     used out first (a parse holds a copy of its text in its sections: count about twice that
     in memory).
+
+    A long sectioned text is held as its sections once parsed ("compacted"): the entry keeps
+    its parse (which it holds anyway) and lets go of the string (the request that brought it
+    holds it, and ``_recent`` by identity for the lookups of that request's rules); a later
+    copy is compared section by section (``_Entry.equals``: the same ``memcmp`` in pieces). The
+    versions of one session's head share all their sections but the ones that changed, and a
+    compacted version holds only those of its own. A text that derived values hold as well
+    (``canonical``'s, a joined ``SectionedText``) is kept whole: they share it. The bound counts
+    every entry's full length all the same (a conservative count: a compacted head's sections
+    may outlive their own entries).
     """
 
     RECENT = 32
@@ -90,11 +135,13 @@ class KnownTexts:
                         self._buckets.move_to_end(key)
                         return entry
                 for entry in bucket:
-                    if entry.text == text:
+                    if entry.equals(text):
                         # Every rule asks about the same new string of a request: the next
-                        # lookups of this object cost no comparison (kept until the next copy,
-                        # which takes its place: an earlier copy is not held here).
-                        entry.text = text
+                        # lookups of this object cost no comparison (``_recent``, by identity).
+                        # A compacted text stays so (its sections stand for it); another one
+                        # is held as this copy, the earlier one let go.
+                        if entry.text is not None:
+                            entry.text = text
                         self._buckets.move_to_end(key)
                         return entry
             else:
@@ -104,7 +151,7 @@ class KnownTexts:
             self._chars += n
             while self._chars > self._max_chars and len(self._buckets) > 1:
                 _, evicted = self._buckets.popitem(last=False)
-                self._chars -= sum(len(e.text) for e in evicted)
+                self._chars -= sum(e.length for e in evicted)
             return entry
 
     def canonical(self, text: str) -> str:
@@ -116,9 +163,16 @@ class KnownTexts:
         key = (n, text[:32], text[-32:]) if n > 64 else text
         with self._lock:
             for entry in self._buckets.get(key) or ():
-                if entry.text is text or entry.text == text:
+                if entry.equals(text):
+                    if entry.text is None:  # compacted: this copy is held from now on (by the caller too)
+                        entry.text = text
+                    entry.shared = True
                     return entry.text
-        return self._entry(text).text
+        entry = self._entry(text)
+        if entry.text is None:
+            entry.text = text
+        entry.shared = True
+        return entry.text
 
     def clear(self) -> None:
         with self._lock:
@@ -127,6 +181,7 @@ class KnownTexts:
             self._chars = 0
 
 
+COMPACT_CHARS = 16384  # a sectioned text this long is held as its sections once parsed (``_Entry.compact``)
 KNOWN = KnownTexts()
 
 
@@ -153,16 +208,47 @@ def _shared(value: Any, depth: int = 0) -> Any:
     return value
 
 
+class _Subject:
+    """In a known text's memo, in place of a value that is that text itself (or a tuple's item
+    that is): the text is not held by its own memo, so a compacted entry lets it go."""
+
+    __slots__ = ()
+
+
+_SUBJECT = _Subject()
+
+
+def _packed(value: Any, text: str) -> Any:
+    kind = type(value)
+    if kind is str:
+        return _SUBJECT if value is text or (len(value) == len(text) and value == text) else _shared(value)
+    if kind is tuple:
+        return tuple(_SUBJECT if type(item) is str and (item is text or (len(item) == len(text) and item == text))
+                     else _shared(item, 1) for item in value)
+    return value
+
+
+def _unpacked(value: Any, text: str) -> Any:
+    if value is _SUBJECT:
+        return text
+    if type(value) is tuple and _SUBJECT in value:
+        return tuple(text if item is _SUBJECT else item for item in value)
+    return value
+
+
 def memo(text: str, key: Any, compute: Callable[[str], Any]) -> Any:
     """``compute(text)``, computed once per distinct text (``compute`` must be a pure function of it)."""
     entry = KNOWN.entry(text)
     if entry.memo is None:
         entry.memo = {}
     try:
-        return entry.memo[key]
+        return _unpacked(entry.memo[key], text)
     except KeyError:
-        value = entry.memo[key] = _shared(compute(text))
-        return value
+        value = compute(text)
+        entry.memo[key] = _packed(value, text)
+        if key == "sections":
+            entry.compact()
+        return _unpacked(entry.memo[key], text)
 
 
 def parse_head(text: str) -> tuple[tuple[str, str], ...] | None:
@@ -231,17 +317,26 @@ class _Memo:
     """The derived values of one text: several lookups for the price of one (a long head that
     arrives as a new string is compared with the known one once, not once per value)."""
 
-    __slots__ = ("values",)
+    __slots__ = ("values", "entry")
 
-    def __init__(self, values: dict) -> None:
+    def __init__(self, values: dict, entry: _Entry | None = None) -> None:
         self.values = values
+        self.entry = entry  # the known text's entry (None: a SectionedText's memo)
 
     def get(self, key: Any, compute: Callable[[Any], Any], subject: Any) -> Any:
+        if self.entry is None:  # a SectionedText's memo: it holds its own text
+            try:
+                return self.values[key]
+            except KeyError:
+                value = self.values[key] = _shared(compute(subject))
+                return value
         try:
-            return self.values[key]
+            return _unpacked(self.values[key], subject)
         except KeyError:
-            value = self.values[key] = _shared(compute(subject))
-            return value
+            self.values[key] = _packed(compute(subject), subject)
+            if key == "sections":
+                self.entry.compact()
+            return _unpacked(self.values[key], subject)
 
     def sections(self, subject: Any) -> tuple[tuple[str, str], ...] | None:
         """``sections_of(subject)``, with this memo (``subject`` is the text it belongs to)."""
@@ -257,7 +352,7 @@ def memo_of(segment: Any) -> _Memo:
     entry = KNOWN.entry(segment)
     if entry.memo is None:
         entry.memo = {}
-    return _Memo(entry.memo)
+    return _Memo(entry.memo, entry)
 
 
 def _parse_head(text: str) -> tuple[tuple[str, str], ...] | None:

@@ -7,11 +7,21 @@ import random
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from harness.realistic import PI_SUFFIX, TOOL_NAMES, install_root, pi_sections, render_pi, shuffled, tool_lines
+from litellm_prefix.request import sections as sections_module
 from litellm_prefix.request.context import Context
 from litellm_prefix.request.journal import content_hash
 from litellm_prefix.request.rules.paths import rewrite_text, stabilize_install_paths
 from litellm_prefix.request.rules.tools import normalize_tool_order, sort_tools_section
-from litellm_prefix.request.sections import JOIN, KNOWN, KnownTexts, SectionedText, parse_head, text_digest
+from litellm_prefix.request.sections import (
+    JOIN,
+    KNOWN,
+    KnownTexts,
+    SectionedText,
+    memo,
+    parse_head,
+    section_digests,
+    text_digest,
+)
 from litellm_prefix.request.view import View
 from litellm_prefix.settings import Settings
 from tests.support import examples
@@ -61,6 +71,46 @@ def test_property_section_rules_give_the_whole_text_bytes(text, check, cold, non
         assert after_tools.head == (_whole_text(text, ctx),)
         parsed = parse_head(after_tools.head[0])
         assert parsed is None or JOIN.join(block for _, block in parsed) == after_tools.head[0]
+
+
+@fast
+@given(sectioned_heads(), st.sampled_from(["trusted", "exists", "absolute"]), st.integers(0, 10**6), st.sampled_from("xA\n<"))
+def test_property_compacted_heads_give_the_same_bytes_and_tell_texts_apart(text, check, at, char):
+    """Every known head held as its sections from its first parse (``COMPACT_CHARS`` 0): the rules
+    write the same bytes, a new copy of a head is that head, and a text of the same length that
+    differs in one character anywhere is another one."""
+    original = sections_module.COMPACT_CHARS
+    sections_module.COMPACT_CHARS = 0
+    try:
+        KNOWN.clear()
+        ctx = _ctx(check)
+        for _ in range(2):
+            copy = "".join(list(text))  # another object each time, as every request brings
+            after_tools, _ = normalize_tool_order(stabilize_install_paths(View("chat", (copy,), None, ()), ctx)[0], ctx)
+            assert after_tools.head == (_whole_text(text, ctx),)
+        entry = KNOWN.entry("".join(list(text)))
+        if parse_head(text) is not None:
+            assert entry.text is None  # compacted: its sections stand for it
+        index = at % len(text)
+        changed = text[:index] + char + text[index + 1:]
+        assert (KNOWN.entry(changed) is entry) == (changed == text)
+    finally:
+        sections_module.COMPACT_CHARS = original
+
+
+def test_a_long_head_is_held_as_its_sections_and_shared_where_a_value_holds_it():
+    text = render_pi(pi_sections(target_tokens=20000, root=install_root("b"), tool_order=shuffled(TOOL_NAMES, 4)))
+    assert len(text) >= sections_module.COMPACT_CHARS
+    KNOWN.clear()
+    digests = section_digests(text)
+    entry = KNOWN.entry(text)
+    assert entry.text is None and entry.sections() is not None  # the head string is not held twice
+    copy = "".join(list(text))
+    assert KNOWN.entry(copy) is entry and section_digests(copy) is digests  # a new copy: the same memos
+    assert memo(copy, "itself", lambda t: t) is copy  # a value that is the text: the caller's copy, not held
+    assert memo(text, "itself", lambda t: t) is text
+    shared = KNOWN.canonical("".join(list(text)))  # a derived value equal to it: held, and shared from now on
+    assert KNOWN.canonical("".join(list(text))) is shared and entry.text is shared
 
 
 def test_two_section_rules_in_a_row_join_the_head_once():
