@@ -244,9 +244,10 @@ def test_real_traffic_incremental_path_writes_and_reports_what_the_full_path_doe
 
 # The share of the recorded turns that take the appended path. What holds it down on these short
 # scripted sessions (bench/hooks_cpu.py prints why each turn went as it did): every stream's first
-# request, the turn after one that changed the journal, an id-less session's first, seeded second
-# and trace turns, and a system message appended (Claude Code's date change, deferred tools).
-APPENDED_FLOOR = 0.12
+# request, the turn after one that changed the journal, an id-less session's first and seeded second
+# requests, and a system message appended (Claude Code's date change, deferred tools). An id-less
+# session's trace turns take the appended path (0.156 -> 0.249 of the bench's turns when they did; 0.31 here).
+APPENDED_FLOOR = 0.25
 
 
 def test_real_traffic_appended_share_stays_above_its_floor(replayed):
