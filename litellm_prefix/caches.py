@@ -30,8 +30,8 @@ only up to a 2**-64 chance per check.
 Elsewhere, each beside the code it serves (documented there):
 
 - ``sections.KNOWN``: parses, digests and derived values of head texts. Key: the text (sampled,
-  confirmed by equality). Bound: 32 M characters. Invalidation: none needed (pure functions
-  of the text); LRU.
+  confirmed by equality; a long sectioned head held as its sections, shared with its other
+  versions). Bound: 64 M characters. Invalidation: none needed (pure functions of the text); LRU.
 - ``core._DECODED``: a journal's text to the decoded journal. Key: the text. Bound: 2,048.
   Invalidation: none needed (a journal is immutable; a changed journal is another text).
 - ``settings.Settings.for_model`` and ``profiles.apply`` (``PerObject``): a settings object's
@@ -188,7 +188,8 @@ class StreamRecord:
     def size_held(self) -> int:
         """Bytes held, roughly: the head written and the items the rules made."""
         segments, tools, body = self.result[:3]
-        held = sum(len(s) for s in segments) if segments is not None else 0
+        # (a SectionedText segment: its sections, shared with the process's known heads)
+        held = sum(len(s) if type(s) is str else RECORD_BYTES for s in segments) if segments is not None else 0
         for script in (tools or (), body or ()):
             held += sum(len(part) for part in script if type(part) is bytes)
         return RECORD_BYTES + held

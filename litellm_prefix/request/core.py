@@ -33,7 +33,7 @@ from .events import AgentSeen, Drift, Event, payload
 from .journal import Journal, content_hash, unmarked
 from .rules.billing import is_billing_block
 from .rules.paths import link_target
-from .sections import text_digest
+from .sections import release_joined, text_digest
 from .session import (
     DERIVED,
     answer_turns,
@@ -423,6 +423,7 @@ class Stabilizer:
                                                                 preloaded=preloaded, advance=advance)
                 drift = payload(events, Drift)
             updates = adapter.write(data, new_view) if new_view is not view else {}
+            release_joined()  # (the written request holds its head's strings)
         except Exception as exc:  # fail open: the gateway never breaks a call
             self.stats["errors"] += 1
             # Frames only: an exception's message may quote prompt text, which is never logged.
@@ -810,7 +811,7 @@ class Stabilizer:
             self.sinks.expect_same(key, None, None, 0, 0, None)
             return
         kept = (None, None, None, tuple(result.events), None, None) if new_view is view else \
-            (new_view.head, tools, body, tuple(result.events), new_view.head_aside, new_view.head_dropped)
+            (new_view.segments, tools, body, tuple(result.events), new_view.head_aside, new_view.head_dropped)
         as_sent = new_view is view or (body and type(body[-1]) is tuple and body[-1][1] == len(view.body))
         serial = self.streams.put(key, StreamRecord(
             head=probe[2], count=len(view.body), journal_in=journal_in, texts=frozenset(loaded.texts),

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -95,14 +95,15 @@ class KnownTexts:
     copy is compared section by section (``_Entry.equals``: the same ``memcmp`` in pieces). The
     versions of one session's head share all their sections but the ones that changed, and a
     compacted version holds only those of its own. A text that derived values hold as well
-    (``canonical``'s, a joined ``SectionedText``) is kept whole: they share it. The bound counts
-    every entry's full length all the same (a conservative count: a compacted head's sections
-    may outlive their own entries).
+    (``canonical``'s) is kept whole: they share it. The bound counts every entry's full length
+    all the same (a conservative count: a compacted head's sections may outlive their own
+    entries): 64M characters, what the 32M of the whole texts with their parses' copies held
+    before compaction; a text that is not sectioned holds about its length.
     """
 
     RECENT = 32
 
-    def __init__(self, max_chars: int = 32 << 20) -> None:
+    def __init__(self, max_chars: int = 64 << 20) -> None:
         self._buckets: OrderedDict[Any, list[_Entry]] = OrderedDict()
         self._chars = 0
         self._max_chars = max_chars
@@ -111,12 +112,14 @@ class KnownTexts:
         # request asks about the same few objects, and this answers without reading them.
         self._recent: dict[Identity, _Entry] = {}
 
-    def entry(self, text: str) -> _Entry:
+    def entry(self, text: str, sections: tuple[tuple[str, str], ...] | None = None) -> _Entry:
+        """``sections``: the parse ``text`` was joined from (``known_sections``): an entry that holds
+        that very tuple is this text's without a comparison."""
         key = Identity(text)
         hit = self._recent.get(key)
         if hit is not None:
             return hit
-        entry = self._entry(text)
+        entry = self._entry(text, sections)
         with self._lock:
             recent = self._recent
             recent[key] = entry
@@ -124,14 +127,14 @@ class KnownTexts:
                 recent.pop(next(iter(recent)), None)
         return entry
 
-    def _entry(self, text: str) -> _Entry:
+    def _entry(self, text: str, sections: tuple[tuple[str, str], ...] | None = None) -> _Entry:
         n = len(text)
         key = (n, text[:32], text[-32:]) if n > 64 else text
         with self._lock:
             bucket = self._buckets.get(key)
             if bucket is not None:
                 for entry in bucket:
-                    if entry.text is text:
+                    if entry.text is text or (sections is not None and entry.sections() is sections):
                         self._buckets.move_to_end(key)
                         return entry
                 for entry in bucket:
@@ -153,6 +156,12 @@ class KnownTexts:
                 _, evicted = self._buckets.popitem(last=False)
                 self._chars -= sum(e.length for e in evicted)
             return entry
+
+    def forget_recent(self) -> None:
+        """Let go of the strings ``_recent`` holds by identity (a request's, once it is written: the
+        next request brings new string objects, found by their sample and a comparison)."""
+        with self._lock:
+            self._recent.clear()
 
     def canonical(self, text: str) -> str:
         """The known string equal to ``text`` (that object: no second copy is kept), else ``text``,
@@ -274,10 +283,11 @@ def _section_digests(text: str) -> tuple[str, ...]:
 def known_sections(sections: tuple[tuple[str, str], ...]) -> str:
     """The head text of ``sections`` (changed by a rule, structure kept), remembered as their parse."""
     text = render_head(sections)
-    entry = KNOWN.entry(text)
+    entry = KNOWN.entry(text, sections)
     if entry.memo is None:
         entry.memo = {}
     entry.memo.setdefault("sections", sections)
+    entry.compact()  # (the SectionedText holds the text while its request needs it)
     return text
 
 
@@ -300,7 +310,28 @@ class SectionedText:
     def text(self) -> str:
         if self._text is None:
             self._text = known_sections(self.sections)
+            _JOINED.append(self)
         return self._text
+
+
+# The SectionedTexts joined since the last ``release_joined``: a request's rules read them (the
+# head written, a rule that reads a whole segment), then the request holds what it needs.
+_JOINED: deque[SectionedText] = deque()
+
+
+def release_joined() -> None:
+    """Let go of the joined texts of the SectionedTexts joined so far (after a request is written:
+    it holds its head's strings). A memo or a stream record that keeps such a head holds its
+    sections only, which it shares with the session's other heads; a later request joins them
+    again when it reads the text (one join, no rule run again). Another request in flight that
+    reads one of them joins it again: the same text, a pure function of its sections. The
+    strings ``KNOWN`` holds by identity for the request's lookups go too."""
+    while True:
+        try:
+            _JOINED.popleft()._text = None
+        except IndexError:
+            break
+    KNOWN.forget_recent()
 
 
 def sections_of(segment: Any) -> tuple[tuple[str, str], ...] | None:

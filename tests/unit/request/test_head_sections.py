@@ -151,3 +151,29 @@ def test_view_replace_keeps_head_and_segments_apart():
     assert changed.replace(body=({"role": "user", "content": "u"},)).head == changed.head
     assert changed.replace(head=("b",)).segments == ("b",)
     assert changed == View("chat", ("p\n\n<cwd>\nx\n</cwd>",), None, ())
+
+
+def test_a_written_request_leaves_no_joined_head_behind():
+    """After a request is written, what the process keeps of its head (the memos, the stream
+    record) is sections, not a second joined copy: the joined texts and the strings held by
+    identity for the request's lookups are let go; the next request writes the same bytes."""
+    from harness.sessions import PiClient
+    from litellm_prefix.request.core import Stabilizer
+
+    KNOWN.clear()
+    stabilizer = Stabilizer(Settings(path_check="trusted", stable_path="/srv/pi-home"))
+    client = PiClient(session="joined", tokens=6000)
+    client.user("start")
+    heads = []
+    for turn in range(3):
+        out = stabilizer.stabilize_sync(client.request())
+        heads.append(out["messages"][0]["content"])
+        client.assistant("ok")
+        client.user(f"next {turn}")
+    assert "/srv/pi-home" in heads[0]  # the install-path rule rewrote the head: a SectionedText
+    assert heads[0] == heads[1] == heads[2]
+    kept = [segment for record in stabilizer.streams._records.values() for segment in (record.result[0] or ())]
+    assert any(isinstance(segment, SectionedText) for segment in kept)  # the record keeps the sections
+    assert all(segment._text is None for segment in kept if isinstance(segment, SectionedText))
+    assert not sections_module._JOINED and not KNOWN._recent
+    assert stabilizer.stats["incremental_appended"] >= 1
