@@ -300,14 +300,19 @@ async def test_two_round_trips_per_request_and_replicas_agree(redis_server, io):
 @both_loops
 @both_clients
 async def test_a_busy_event_loop_never_abandons_a_healthy_redis(redis_server, io):
-    """The event loop stalls for 60 ms at a time (far above the 20 ms budget) while sixteen
-    sessions run: Redis answers in well under a millisecond, so nothing falls back."""
-    st = _redis_stabilizer(redis_server.url, timeout_ms=20, io=io)
+    """The event loop stalls for 150 ms at a time (three budgets of 50 ms) while sixteen
+    sessions run: Redis answers in well under a millisecond, so nothing falls back. A budget
+    judged on the event loop's clock would see nearly every call late (each answer waits out a
+    stall); on the wire or in the worker thread none is. (At most two calls of the ~100 may
+    fall back where the machine itself stops Redis or the worker for a whole budget: CI runs
+    two suites, their proxies and the agent CLIs on two cores; one run saw 6 of them at a
+    20 ms budget.)"""
+    st = _redis_stabilizer(redis_server.url, timeout_ms=50, io=io)
     stop = False
 
     async def hog():
         while not stop:
-            time.sleep(0.06)  # a busy loop: other requests' CPU work
+            time.sleep(0.15)  # a busy loop: other requests' CPU work
             await asyncio.sleep(0)
 
     async def session(i):
@@ -324,7 +329,7 @@ async def test_a_busy_event_loop_never_abandons_a_healthy_redis(redis_server, io
     finally:
         stop = True
         await hogger
-    assert st.stats["store_fallbacks"] == 0 and st.stats["errors"] == 0
+    assert st.stats["store_fallbacks"] <= 2 and st.stats["errors"] == 0, dict(st.stats)
     assert st.stats["requests"] == 48
 
 
