@@ -665,31 +665,25 @@ class Stabilizer:
             if probe is not None and probe[0] is not None:
                 # The stream's last request again, or it with messages appended that change no
                 # decision, on the journal it ran on: its output (the run left the journal as it
-                # was, so there is nothing to save, but a derived session's trace where due:
-                # no rule reads it).
-                texts = pipeline.texts_of(probe[1])
-                traced = advance(journal) if advance is not None else journal
-                if traced is journal:
-                    if texts:
-                        await self.store.put_texts(loaded, texts)
-                    return probe[0], probe[1]
-                if await self._save_trace(key, loaded, traced, texts):
-                    return probe[0], probe[1]
-                continue  # the journal changed meanwhile: run again on what it holds now
-            result = pipeline.run(view, journal, run_ctx)
-            new_view, new_journal, events = result
-            needed = result.needed
-            if probe is not None and not needed:
-                self._remember(key, probe, view, loaded, journal, result, run_ctx, journal_in)
-            if needed:  # a text the load did not bring: evicted, or one the journal does not refer to
-                missing = [h for h in needed if h not in run_ctx.texts and h not in loaded.refs]
-                texts = await self.store.get_texts(loaded, missing) if missing else {}
-                run_ctx = run_ctx.but(texts={**run_ctx.texts, **texts}, texts_fetched=True)
+                # was: there is nothing to save but a derived session's trace where due, which no
+                # rule reads, so the stream's record holds on the saved journal).
+                new_view, events = probe[0], probe[1]
+                new_journal, texts, retag = journal, pipeline.texts_of(events), True
+            else:
                 result = pipeline.run(view, journal, run_ctx)
                 new_view, new_journal, events = result
-            texts = result.texts
-            # the rules decided nothing: what is saved differs from what they ran on by no input of theirs
-            retag = result.journal == journal
+                needed = result.needed
+                if probe is not None and not needed:
+                    self._remember(key, probe, view, loaded, journal, result, run_ctx, journal_in)
+                if needed:  # a text the load did not bring: evicted, or one the journal does not refer to
+                    missing = [h for h in needed if h not in run_ctx.texts and h not in loaded.refs]
+                    texts = await self.store.get_texts(loaded, missing) if missing else {}
+                    run_ctx = run_ctx.but(texts={**run_ctx.texts, **texts}, texts_fetched=True)
+                    result = pipeline.run(view, journal, run_ctx)
+                    new_view, new_journal, events = result
+                texts = result.texts
+                # the rules decided nothing: what is saved differs from what they ran on by no input of theirs
+                retag = new_journal == journal
             if advance is not None:
                 new_journal = advance(new_journal)
             if new_journal == journal and not seeded:  # (a seeded journal is saved under its own key)
@@ -719,22 +713,6 @@ class Stabilizer:
         self.stats["save_gave_up"] += 1
         logger.warning("litellm-prefix: session %s journal busy; this request's decisions were not recorded", key[:16])
         return new_view, events
-
-    async def _save_trace(self, key: str, loaded, traced: Journal, texts) -> bool:
-        """Save the journal with only its trace taken (the incremental path's request, where due);
-        False where the journal changed since the load. The stream's record stays usable: the
-        rules read no trace."""
-        encoded = traced.encoded()
-        saved = await self.store.save(key, loaded, encoded, journal_text_refs(traced), texts)
-        if saved is False:
-            self.stats["save_conflicts"] += 1
-            return False
-        _remember_decoded(encoded, traced)
-        if saved:
-            self.streams.retag(key, loaded.journal, encoded)
-        else:  # the store that answered the load did not answer the save
-            self.stats["save_unrecorded"] += 1
-        return True
 
     # -- the incremental path ------------------------------------------------------------
 

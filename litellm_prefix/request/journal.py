@@ -54,17 +54,23 @@ VERSION = 1
 MARKER_FIELDS = frozenset({"cache_control"})
 
 
+def _one_text_part(content: Any) -> bool:
+    """A ``content`` list that is one plain text part (``{"type": "text", "text": ...}``, nothing else)."""
+    if not (isinstance(content, list) and len(content) == 1):
+        return False
+    part = content[0]
+    return isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str) \
+        and len(part) == 2
+
+
 def unmarked(value: Any) -> Any:
     """``value`` without marker fields, at any depth; a ``content`` list that is one plain text
     part reads as its string (Claude Code turns a marked string into exactly that list)."""
     if isinstance(value, dict):
         out = {k: unmarked(v) for k, v in value.items() if k not in MARKER_FIELDS}
         content = out.get("content")
-        if isinstance(content, list) and len(content) == 1:
-            part = content[0]
-            if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str) \
-                    and len(part) == 2:
-                out["content"] = part["text"]
+        if _one_text_part(content):
+            out["content"] = content[0]["text"]
         return out
     if isinstance(value, (list, tuple)):
         return [unmarked(v) for v in value]
@@ -99,29 +105,20 @@ def _as_is(value: Any) -> bool:
     writes some otherwise: 0.00001 for 1e-05, 1.5e-7 for 1.5e-07). Reads the structure, not the
     texts: a few microseconds for a message."""
     if isinstance(value, dict):
-        for key, item in value.items():
-            if key in MARKER_FIELDS:
+        if not MARKER_FIELDS.isdisjoint(value) or _one_text_part(value.get("content")):
+            return False
+        items = value.values()
+    elif isinstance(value, (list, tuple)):
+        items = value
+    else:
+        return not isinstance(value, float)
+    for item in items:  # (a loop, not all() over a generator: this runs for every message of a body)
+        if isinstance(item, (dict, list, tuple)):
+            if not _as_is(item):
                 return False
-            if isinstance(item, (dict, list, tuple)):
-                if key == "content" and isinstance(item, list) and len(item) == 1:
-                    part = item[0]
-                    if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str) \
-                            and len(part) == 2:
-                        return False
-                if not _as_is(item):
-                    return False
-            elif isinstance(item, float):
-                return False
-        return True
-    if isinstance(value, (list, tuple)):
-        for item in value:
-            if isinstance(item, (dict, list, tuple)):
-                if not _as_is(item):
-                    return False
-            elif isinstance(item, float):
-                return False
-        return True
-    return not isinstance(value, float)
+        elif isinstance(item, float):
+            return False
+    return True
 
 
 _SORTED = 0 if orjson is None else orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_DATACLASS \

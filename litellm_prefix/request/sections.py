@@ -40,8 +40,8 @@ class _Entry:
         self.digest: str | None = None
         self.memo: dict | None = None
         self.length = len(text)
-        # The text is a value some derived value holds too (``KnownTexts.canonical``, a joined
-        # ``SectionedText``): never compacted, so that the equal values made later share it.
+        # The text is a value some derived value holds too (``KnownTexts.canonical``): never
+        # compacted, so that the equal values made later share it.
         self.shared = False
 
     def sections(self) -> tuple[tuple[str, str], ...] | None:
